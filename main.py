@@ -1,0 +1,396 @@
+"""a3g: A3G training (hogwild A3C, each worker with its own replica on a GPU or the CPU).
+
+    python main.py                                  # PongNoFrameskip-v4, one worker per core, all visible GPUs
+    python main.py --env CartPole-v1 --workers 2 --stop-score 475
+    python main.py --resume runs/<run>              # continue a run: model, optimizer state, frame count
+
+This file is the supervisor: it parses and checks the flags, builds the shared model and optimizer, spawns the
+workers (train.py) and the evaluator (test.py), watches them, enforces the limits, and on every way out stops them
+all, writes checkpoint.pt and summary.json, and exits with 0 (limit or solved), 1 (crash), 2 (bad input) or
+130/143 (Ctrl-C / SIGTERM).
+"""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts: every process runs one thread (see utils.py)
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import signal
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
+from environment import make_env
+from model import ModelError, build_model, choose_model, model_meta
+from shared_optim import make_optimizer
+from test import PROGRESS_FIELDS, test
+from train import train
+from utils import (FORMAT_VERSION, CheckpointError, RunState, Stopwatch, atomic_torch_save, check_compatible,
+                   env_file_name, format_time, load_checkpoint)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
+
+
+def default_workers():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_gpu_ids():
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else [-1]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input is one line on stderr and exit 2 (argparse would print the usage block first)."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser(suppress_defaults=False):
+    p = OneLineParser(prog="main.py", description="A3G: asynchronous advantage actor-critic on CPU and GPU.",
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add = p.add_argument
+    # rl_a3c_pytorch's flags: same names, short forms and meaning
+    add("-l", "--lr", type=float, default=0.0001, help="learning rate")
+    add("-ec", "--entropy-coef", type=float, default=0.01, help="entropy bonus coefficient")
+    add("-vc", "--value-coef", type=float, default=0.5, help="value loss coefficient")
+    add("-g", "--gamma", type=float, default=0.99, help="discount factor")
+    add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
+    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
+    add("-w", "--workers", type=int, default=default_workers(), help="training processes (default: CPU cores)")
+    add("-ns", "--num-steps", type=int, default=20, help="rollout length (forward steps per update)")
+    add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
+    add("-ev", "--env", default="PongNoFrameskip-v4", help="gymnasium environment id")
+    add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
+        help="optimizer statistics shared by all workers (else one optimizer per worker)")
+    add("-ld", "--load", action="store_true", help="start from the weights in <load-model-dir>/<env>.pt")
+    add("-sm", "--save-max", action=argparse.BooleanOptionalAction, default=True,
+        help="save the evaluator's model only when its score matches or beats the best (else after every game)")
+    add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
+    add("-lmd", "--load-model-dir", default="trained_models/", help="folder --load reads <env>.pt from")
+    add("-smd", "--save-model-dir", default="trained_models/", help="folder the best model <env>.pt goes to")
+    add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
+    add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
+        help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
+    add("-a", "--amsgrad", action=argparse.BooleanOptionalAction, default=False, help="Adam's amsgrad variant")
+    add("--skip-rate", type=int, default=4, help="Atari frames per agent step (the emulator's own for v5 ids)")
+    add("-hs", "--hidden-size", type=int, default=512, help="LSTM hidden size")
+    add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
+        help="write TensorBoard events into the run directory")
+    add("-evc", "--env-config", default=os.path.join(HERE, "config.json"), help="per-game crop settings (JSON)")
+    add("-dss", "--distributed-step-size", type=int, nargs="+", default=[],
+        help="rollout lengths handed out to the workers round-robin (overrides --num-steps)")
+    # a3g's own
+    add("--model", default="auto", choices=["auto", "a3clstm", "mlplstm"],
+        help="network: auto = a3clstm for images, mlplstm for vectors")
+    add("--envs-per-worker", type=int, default=1, help="environments each worker steps together (batched)")
+    add("--max-frames", type=int, default=None, help="stop after this many frames in total (resumed ones included)")
+    add("--max-seconds", type=float, default=None, help="stop after this many seconds of this invocation")
+    add("--stop-score", type=float, default=None, help="stop ('solved') when the evaluator's mean reaches this")
+    add("--score-window", type=int, default=10, help="evaluator games in the mean that --stop-score tests")
+    add("--max-grad-norm", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
+    add("--run-dir", default=None, help="exact run directory (default: runs/<env>__<seed>__<timestamp>)")
+    add("--resume", default=None, help="continue from a run directory or its checkpoint.pt")
+    add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
+    if suppress_defaults:
+        for action in p._actions:
+            action.default = argparse.SUPPRESS
+    return p
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Flags: parse, merge with a resumed run, check once
+
+
+def parse_args(argv):
+    args = build_parser().parse_args(argv)
+    explicit = vars(build_parser(suppress_defaults=True).parse_args(argv))
+    resumed = None
+    if args.resume:
+        resumed = load_checkpoint(args.resume, kind="checkpoint")
+        # A resumed run keeps its own settings; only flags given now change them.
+        for key, value in (resumed.get("args") or {}).items():
+            if key not in explicit and key not in ("resume", "run_dir", "load") and hasattr(args, key):
+                setattr(args, key, value)
+        if "run_dir" not in explicit:
+            args.run_dir = resumed_run_dir(args.resume)
+    return args, resumed
+
+
+def resumed_run_dir(path):
+    return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+
+
+def check_args(args):
+    """Every check of user input, up front; raises ValueError with a one-line reason."""
+    positive = {"--workers": args.workers, "--num-steps": args.num_steps, "--lr": args.lr,
+                "--hidden-size": args.hidden_size, "--skip-rate": args.skip_rate,
+                "--max-episode-length": args.max_episode_length, "--envs-per-worker": args.envs_per_worker,
+                "--score-window": args.score_window, "--checkpoint-interval": args.checkpoint_interval}
+    for flag, value in positive.items():
+        if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(f"{flag} must be positive, got {value}")
+    if any(n <= 0 for n in args.distributed_step_size):
+        raise ValueError(f"--distributed-step-size entries must be positive, got {args.distributed_step_size}")
+    if not 0.0 < args.gamma <= 1.0:
+        raise ValueError(f"--gamma must be in (0, 1], got {args.gamma}")
+    if not 0.0 <= args.tau <= 1.0:
+        raise ValueError(f"--tau must be in [0, 1], got {args.tau}")
+    for flag in ("entropy_coef", "value_coef", "max_grad_norm"):
+        value = getattr(args, flag)
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"--{flag.replace('_', '-')} must be a finite number >= 0, got {value}")
+    if args.max_frames is not None and args.max_frames <= 0:
+        raise ValueError(f"--max-frames must be positive, got {args.max_frames}")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise ValueError(f"--max-seconds must be positive, got {args.max_seconds}")
+    if args.stop_score is not None and not math.isfinite(args.stop_score):
+        raise ValueError(f"--stop-score must be a finite number, got {args.stop_score}")
+    gpus = args.gpu_ids
+    if gpus != [-1]:
+        if any(g < 0 for g in gpus):
+            raise ValueError(f"--gpu-ids: use -1 alone for the CPU, or GPU indices >= 0, got {gpus}")
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        missing = [g for g in gpus if g >= count]
+        if missing:
+            raise ValueError(f"--gpu-ids {missing} not available: this machine has {count} CUDA device(s) "
+                             f"(use --gpu-ids -1 for the CPU)")
+
+
+def environment_setup(args):
+    """Resolve the environment: its settings, the network's metadata, frames per step. Raises on bad input."""
+    env_spec(args.env)  # unknown ids fail here, before anything is built
+    crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
+    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop)
+    env = make_env(settings, train=False)
+    obs_shape, num_actions = env.observation_space.shape, env.action_space.n
+    env.close()
+    meta = model_meta(choose_model(args.model, obs_shape), obs_shape, num_actions, args.hidden_size)
+    return settings, meta, frames_per_step(args.env, args.skip_rate)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Run directory
+
+
+def prepare_run_dir(args, resumed):
+    if args.run_dir is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        args.run_dir = os.path.join("runs", f"{env_file_name(args.env)}__{args.seed}__{stamp}")
+    for folder in (args.run_dir, args.save_model_dir, args.log_dir):
+        os.makedirs(folder, exist_ok=True)
+    paths = {
+        "run_dir": args.run_dir,
+        "progress": os.path.join(args.run_dir, "progress.csv"),
+        "checkpoint": os.path.join(args.run_dir, "checkpoint.pt"),
+        "summary": os.path.join(args.run_dir, "summary.json"),
+        "model": os.path.join(args.save_model_dir, f"{env_file_name(args.env)}.pt"),
+        "log_file": os.path.join(args.log_dir, f"{env_file_name(args.env)}_log"),
+    }
+    with open(os.path.join(args.run_dir, "args.json"), "w") as f:
+        json.dump(vars(args), f, indent=2, sort_keys=True)
+    if not (resumed and os.path.exists(paths["progress"])):
+        with open(paths["progress"], "w", newline="") as f:
+            csv.writer(f).writerow(PROGRESS_FIELDS)
+    return paths
+
+
+def write_tensorboard_hparams(args):
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(args.run_dir) as writer:
+        table = "\n".join(f"|{key}|{value}|" for key, value in sorted(vars(args).items()))
+        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Supervision
+
+
+class Terminated(Exception):
+    """SIGTERM (a scheduler, ``docker stop``): handled like Ctrl-C."""
+
+
+def raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def spawn_children(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
+    """Start the evaluator and the workers with SIGINT blocked, so that a Ctrl-C during their start-up (importing
+    torch takes a while) cannot kill them before they install their own handling (utils.setup_child_process)."""
+    parent = os.getpid()
+    start_frames = state.frames.value
+    children = {}
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        evaluator = ctx.Process(target=test, name="evaluator", daemon=True,
+                                args=(args, settings, meta, shared_model, state, parent, paths, start_seconds,
+                                      start_frames))
+        evaluator.start()
+        children["evaluator"] = evaluator
+        for rank in range(args.workers):
+            worker = ctx.Process(target=train, name=f"worker-{rank}", daemon=True,
+                                 args=(rank, args, settings, meta, shared_model, optimizer, state, parent))
+            worker.start()
+            children[f"worker {rank}"] = worker
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    return children
+
+
+def stop_children(children, state, grace=5.0):
+    """Ask every child to stop; wait up to ``grace`` seconds; then terminate, then kill what is left."""
+    state.stop.set()
+    deadline = time.monotonic() + grace
+    for proc in children.values():
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in children.values():
+        if proc.is_alive():
+            proc.terminate()
+    for proc in children.values():
+        proc.join(1.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+def supervise(args, children, state, clock, paths, save_checkpoint):
+    """Watch the run until a limit, 'solved', or a dead child. Returns (stop_reason, exit code)."""
+    last_save = clock()
+    while True:
+        if state.solved.value:
+            return "solved", EXIT_OK
+        if args.max_frames is not None and state.frames.value >= args.max_frames:
+            return "max_frames", EXIT_OK
+        if args.max_seconds is not None and clock() >= args.max_seconds:
+            return "max_seconds", EXIT_OK
+        for name, proc in children.items():
+            if not proc.is_alive() and not state.stop.is_set():
+                print(f"main.py: {name} (pid {proc.pid}) died with exit code {proc.exitcode}; stopping the run",
+                      file=sys.stderr, flush=True)
+                return "error", EXIT_CRASH
+        if clock() - last_save >= args.checkpoint_interval:
+            save_checkpoint()
+            last_save = clock()
+        time.sleep(0.2)
+
+
+def main(argv=None):
+    try:
+        args, resumed = parse_args(sys.argv[1:] if argv is None else argv)
+        check_args(args)
+        settings, meta, args.frames_per_step = environment_setup(args)
+        if resumed is not None:
+            check_compatible(resumed, args.resume, args.env, meta)
+        loaded = None
+        if args.load:
+            model_path = os.path.join(args.load_model_dir, f"{env_file_name(args.env)}.pt")
+            loaded = load_checkpoint(model_path)
+            check_compatible(loaded, model_path, args.env, meta)
+    except (ValueError, ConfigError, ModelError, CheckpointError) as exc:
+        print(f"main.py: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    shared_model = build_model(meta)
+    optimizer = None
+    if args.shared_optimizer:
+        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad)
+    counters = {}
+    try:
+        if resumed is not None:
+            shared_model.load_state_dict(resumed["state_dict"])
+            if optimizer is not None and resumed.get("optimizer") is not None:
+                optimizer.load_state_dict(resumed["optimizer"])
+            counters = {k: resumed.get(k, 0) for k in ("frames", "episodes", "eval_episodes")}
+            counters.update({k: resumed.get(k, -math.inf) for k in ("best_return", "best_mean_return")})
+        elif loaded is not None:
+            shared_model.load_state_dict(loaded["state_dict"])
+    except (RuntimeError, ValueError, KeyError) as exc:
+        source = args.resume if resumed is not None else "--load model"
+        print(f"main.py: error: {source} does not fit this network ({str(exc).splitlines()[0]})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    shared_model.share_memory()
+
+    ctx = mp.get_context("spawn")
+    state = RunState(ctx, **counters)
+    start_seconds = float(resumed.get("seconds", 0.0)) if resumed is not None else 0.0
+    paths = prepare_run_dir(args, resumed)
+    if args.tensorboard_logger:
+        write_tensorboard_hparams(args)
+    clock = Stopwatch()
+
+    def save_checkpoint():
+        atomic_torch_save({
+            "format_version": FORMAT_VERSION,
+            "kind": "checkpoint",
+            "env": settings.as_dict(),
+            "model_meta": meta,
+            "state_dict": shared_model.state_dict(),
+            "optimizer": optimizer.state_dict() if optimizer is not None else None,
+            "frames": float(state.frames.value),
+            "episodes": int(state.episodes.value),
+            "eval_episodes": int(state.eval_episodes.value),
+            "best_return": float(state.best_return.value),
+            "best_mean_return": float(state.best_mean_return.value),
+            "seconds": start_seconds + clock(),
+            "args": {k: v for k, v in vars(args).items() if k != "frames_per_step"},
+        }, paths["checkpoint"])
+
+    device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})
+    print(f"a3g: training {args.env} with {args.workers} worker(s) on {', '.join(device_names)}, "
+          f"model {meta['model']}; run directory {args.run_dir}"
+          + (f" (resumed at {int(state.frames.value)} frames)" if resumed is not None else ""), flush=True)
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    children = {}
+    reason, code = "error", EXIT_CRASH
+    try:
+        children = spawn_children(ctx, args, settings, meta, shared_model, optimizer, state,
+                                  paths, start_seconds)
+        reason, code = supervise(args, children, state, clock, paths, save_checkpoint)
+    except KeyboardInterrupt:
+        reason, code = "interrupted", EXIT_SIGINT
+    except Terminated:
+        reason, code = "interrupted", EXIT_SIGTERM
+    finally:
+        # From here on the run is ending: a second Ctrl-C or SIGTERM must not cut the final save short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if reason == "interrupted":
+            print("a3g: stopping (saving state)...", file=sys.stderr, flush=True)
+        stop_children(children, state)
+        save_checkpoint()
+        summary = {
+            "frames": int(state.frames.value),
+            "seconds": round(start_seconds + clock(), 3),
+            "episodes": int(state.episodes.value),
+            "best_return": finite_or_none(state.best_return.value),
+            "best_mean_return": finite_or_none(state.best_mean_return.value),
+            "solved": bool(state.solved.value),
+            "stop_reason": reason,
+        }
+        with open(paths["summary"], "w") as f:
+            json.dump(summary, f, indent=2)
+        print(f"a3g: {reason} after {format_time(summary['seconds'])}, {summary['frames']} frames; "
+              f"best return {summary['best_return']}, best mean {summary['best_mean_return']}; "
+              f"state in {paths['checkpoint']}", flush=True)
+    return code
+
+
+def finite_or_none(x):
+    return x if math.isfinite(x) else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

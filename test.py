@@ -1,0 +1,126 @@
+"""The evaluator: plays full games greedily with the latest shared weights, logs them, keeps the best model.
+
+Games are whole (no life-loss episodes) and scored with raw, unclipped rewards. After every game it
+- prints one line and appends a row to ``progress.csv`` (and TensorBoard, with the workers' latest losses);
+- saves the weights that played it to ``<save-model-dir>/<env>.pt``: every game, or with ``--save-max`` only games
+  at least as good as the best so far;
+- declares the run solved once the mean of the last ``--score-window`` games reaches ``--stop-score``.
+"""
+
+import collections
+import csv
+import logging
+import os
+import time
+
+import numpy as np
+import torch
+
+from environment import make_env
+from model import build_model
+from utils import FORMAT_VERSION, atomic_torch_save, device_for, format_time, parent_alive, setup_child_process
+
+PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
+
+
+def make_logger(log_file):
+    logger = logging.getLogger("a3g.test")
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(log_file)
+    handler.setFormatter(logging.Formatter("%(asctime)s : %(message)s"))
+    logger.addHandler(handler)
+    return logger
+
+
+def play_game(env, model, device, state, max_steps):
+    """One greedy game; returns (return, length), or None if the run was stopped mid-game."""
+    obs, _ = env.reset()
+    hx, cx = model.initial_state(1, device)
+    total, length = 0.0, 0
+    with torch.no_grad():
+        while True:
+            _, logits, (hx, cx) = model(torch.from_numpy(obs).unsqueeze(0).to(device), (hx, cx))
+            obs, reward, terminated, truncated, _ = env.step(int(logits.argmax(-1).item()))
+            total += reward
+            length += 1
+            if terminated or truncated or length >= max_steps:
+                return total, length
+            if length % 100 == 0 and state.stop.is_set():
+                return None
+
+
+def test(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames):
+    setup_child_process(args.seed + args.workers)
+    device = device_for(args.gpu_ids, 0)
+    env = make_env(settings, train=False)
+    env.reset(seed=args.seed + args.workers)
+    model = build_model(meta).to(device)
+    model.eval()
+
+    logger = make_logger(paths["log_file"])
+    writer = None
+    if args.tensorboard_logger:
+        from torch.utils.tensorboard import SummaryWriter  # imported here: only the evaluator writes events
+
+        writer = SummaryWriter(paths["run_dir"])
+    with open(paths["progress"], "a", newline="") as f:
+        progress = csv.writer(f)
+        started = time.monotonic()
+        scores = collections.deque(maxlen=args.score_window)
+        while not state.stop.is_set() and parent_alive(parent_pid):
+            model.load_state_dict(shared_model.state_dict())
+            result = play_game(env, model, device, state, args.max_episode_length)
+            if result is None:
+                break
+            episode_return, length = result
+            scores.append(episode_return)
+            mean_return = float(np.mean(scores))
+            elapsed = time.monotonic() - started
+            frames = state.frames.value
+            fps = (frames - start_frames) / max(elapsed, 1e-9)
+            with state.eval_episodes.get_lock():
+                state.eval_episodes.value += 1
+            if len(scores) == args.score_window:
+                state.best_mean_return.value = max(state.best_mean_return.value, mean_return)
+
+            line = (f"Time {format_time(start_seconds + elapsed)}, frames {int(frames)}, fps {fps:.0f}, "
+                    f"episode reward {episode_return:g}, episode length {length}, reward mean {mean_return:.4f}")
+            print(line, flush=True)
+            logger.info(line)
+            progress.writerow([f"{start_seconds + elapsed:.2f}", int(frames), state.episodes.value,
+                               episode_return, length, f"{mean_return:.4f}", f"{fps:.1f}"])
+            f.flush()
+            if writer is not None:
+                step = int(frames)
+                writer.add_scalar("charts/episodic_return", episode_return, step)
+                writer.add_scalar("charts/episodic_length", length, step)
+                writer.add_scalar("charts/SPS", fps, step)
+                policy_loss, value_loss, entropy, grad_norm = state.losses[:]
+                writer.add_scalar("losses/policy_loss", policy_loss, step)
+                writer.add_scalar("losses/value_loss", value_loss, step)
+                writer.add_scalar("losses/entropy", entropy, step)
+                writer.add_scalar("losses/grad_norm", grad_norm, step)
+                writer.flush()
+
+            if not args.save_max or episode_return >= state.best_return.value:
+                save_model(paths["model"], model, settings, meta, episode_return, frames)
+            state.best_return.value = max(state.best_return.value, episode_return)
+
+            if args.stop_score is not None and len(scores) == args.score_window and mean_return >= args.stop_score:
+                state.solved.value = 1
+                state.stop.set()
+    if writer is not None:
+        writer.close()
+
+
+def save_model(path, model, settings, meta, episode_return, frames):
+    """The weights that just played, with what is needed to rebuild them: small, plain, safe to load."""
+    atomic_torch_save({
+        "format_version": FORMAT_VERSION,
+        "kind": "model",
+        "env": settings.as_dict(),
+        "model_meta": meta,
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "return": float(episode_return),
+        "frames": float(frames),
+    }, path)

@@ -1,0 +1,143 @@
+"""One A3G worker: its own replica of the network, its own environments, gradients into the shared model.
+
+Each rollout:
+1. sync the replica (on GPU ``gpu_ids[rank % len]`` or the CPU) from the shared CPU model;
+2. play ``num_steps`` steps (this worker's entry of ``--distributed-step-size`` if given) in each of its
+   ``--envs-per-worker`` environments, sampling actions from the policy, batched over environments;
+3. n-step value targets and GAE(tau) advantages (``returns.py``), the A3C loss, backward on the replica;
+4. copy the gradients into the shared model's ``.grad`` (this process's own buffers: no locks, no allocation) and
+   step the optimizer, which updates the shared weights (and, with ``--shared-optimizer``, the shared statistics).
+
+The LSTM state is carried from one rollout to the next (detached: truncated backprop through time) and reset to
+zero where an episode ended.
+"""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from environment import is_atari, make_env
+from model import build_model
+from returns import gae_advantages, nstep_returns
+from shared_optim import make_optimizer
+from utils import device_for, parent_alive, setup_child_process
+
+
+def worker_num_steps(args, rank):
+    """Rollout length of worker ``rank``: ``--num-steps``, or its entry of ``--distributed-step-size``."""
+    if args.distributed_step_size:
+        return args.distributed_step_size[rank % len(args.distributed_step_size)]
+    return args.num_steps
+
+
+class RolloutEnvs:
+    """A worker's environments, stepped together: observations ``[B, ...]`` in one reused array."""
+
+    def __init__(self, settings, count, seed, clip_rewards):
+        self.envs = [make_env(settings, train=True) for _ in range(count)]
+        self.clip_rewards = clip_rewards
+        self.atari = is_atari(settings.env_id)
+        first = [env.reset(seed=seed + 10007 * j)[0] for j, env in enumerate(self.envs)]
+        self.obs = np.stack(first)
+        self.rewards = np.zeros(count, dtype=np.float32)
+        self.dones = np.zeros(count, dtype=np.float32)
+
+    def step(self, actions):
+        """Step every env; returns (obs, rewards, dones, finished games). Done envs are reset in place."""
+        games = 0
+        for j, env in enumerate(self.envs):
+            obs, reward, terminated, truncated, _ = env.step(int(actions[j]))
+            done = terminated or truncated
+            if done:
+                # a lost life ends the learner's episode; only a real game over counts as a finished game
+                games += 1 if not self.atari or env.get_wrapper_attr("game_over") else 0
+                obs, _ = env.reset()
+            self.obs[j] = obs
+            self.rewards[j] = max(-1.0, min(1.0, reward)) if self.clip_rewards else reward
+            self.dones[j] = done
+        return self.obs, self.rewards, self.dones, games
+
+
+def a3c_loss(log_probs, entropies, values, rewards, discounts, bootstrap_value, args):
+    """The A3C loss of a ``[T, B]`` rollout: summed over time, averaged over environments (so that the learning
+    rate means the same for any ``--envs-per-worker``)."""
+    returns = nstep_returns(rewards, discounts, bootstrap_value)
+    advantages = gae_advantages(rewards, values.detach(), discounts, bootstrap_value, args.tau)
+    policy_loss = -(log_probs * advantages).sum(0).mean()
+    value_loss = 0.5 * (returns - values).pow(2).sum(0).mean()
+    entropy = entropies.sum(0).mean()
+    loss = policy_loss + args.value_coef * value_loss - args.entropy_coef * entropy
+    return loss, policy_loss, value_loss, entropy
+
+
+def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid):
+    setup_child_process(args.seed + rank)
+    device = device_for(args.gpu_ids, rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    num_steps = worker_num_steps(args, rank)
+    frames_per_step = args.frames_per_step  # resolved in main.py: emulator frames per agent step
+    batch = args.envs_per_worker
+
+    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=is_atari(settings.env_id))
+    model = build_model(meta).to(device)
+    model.train()
+    if optimizer is None:  # --no-shared-optimizer: statistics of this worker's own
+        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), False, args.lr, args.amsgrad)
+    # This process's gradient buffers on the shared parameters: allocated once, overwritten every update.
+    shared_params = list(shared_model.parameters())
+    for p in shared_params:
+        p.grad = torch.zeros_like(p)
+    local_params = list(model.parameters())
+
+    obs = torch.from_numpy(envs.obs).to(device)
+    hx, cx = model.initial_state(batch, device)
+    rewards = torch.zeros(num_steps, batch)
+    dones = torch.zeros(num_steps, batch)
+    frames_per_rollout = num_steps * batch * frames_per_step
+
+    while not state.stop.is_set() and parent_alive(parent_pid):
+        model.load_state_dict(shared_model.state_dict())
+        hx, cx = hx.detach(), cx.detach()
+        values, log_probs, entropies = [], [], []
+        games = 0
+        for t in range(num_steps):
+            value, logits, (hx, cx) = model(obs, (hx, cx))
+            log_prob = F.log_softmax(logits, dim=-1)
+            prob = log_prob.exp()
+            action = prob.multinomial(1)
+            values.append(value)
+            log_probs.append(log_prob.gather(1, action).squeeze(1))
+            entropies.append(-(log_prob * prob).sum(-1))
+
+            next_obs, step_rewards, step_dones, finished = envs.step(action.squeeze(1).cpu().numpy())
+            games += finished
+            rewards[t] = torch.from_numpy(step_rewards)
+            dones[t] = torch.from_numpy(step_dones)
+            obs = torch.from_numpy(next_obs).to(device)
+            if step_dones.any():
+                keep = (1.0 - dones[t]).to(device).unsqueeze(1)  # cut the LSTM state where an episode ended
+                hx, cx = hx * keep, cx * keep
+
+        with torch.no_grad():
+            bootstrap_value, _, _ = model(obs, (hx, cx))
+        loss, policy_loss, value_loss, entropy = a3c_loss(
+            torch.stack(log_probs), torch.stack(entropies), torch.stack(values),
+            rewards.to(device), (args.gamma * (1.0 - dones)).to(device), bootstrap_value, args,
+        )
+
+        model.zero_grad(set_to_none=False)
+        loss.backward()
+        grad_norm = (
+            torch.nn.utils.clip_grad_norm_(local_params, args.max_grad_norm)
+            if args.max_grad_norm > 0 else torch.nn.utils.get_total_norm([p.grad for p in local_params])
+        )
+        if torch.isfinite(grad_norm):  # never write a NaN/inf update into the shared model
+            for shared_p, local_p in zip(shared_params, local_params):
+                shared_p.grad.copy_(local_p.grad)
+            optimizer.step()
+        state.add(frames_per_rollout, games)
+        if rank == 0:
+            steps = num_steps
+            state.losses[:] = [policy_loss.item() / steps, value_loss.item() / steps, entropy.item() / steps,
+                               grad_norm.item()]

@@ -1,0 +1,143 @@
+"""Small shared pieces: the state shared between processes, child-process set-up, checkpoint files, formatting."""
+
+import math
+import os
+import signal
+import time
+
+import torch
+
+FORMAT_VERSION = 1  # of checkpoint.pt and trained_models/<env>.pt; bump when their layout changes
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, corrupt, of a newer format, or of another game or network: exit 2."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# State shared by the supervisor, the workers and the evaluator
+
+
+class RunState:
+    """Counters, flags and the latest losses, in shared memory. Built by main.py, handed to every child.
+
+    Everything else a child needs (flags, environment settings, model metadata) is plain data passed at spawn.
+    """
+
+    def __init__(self, ctx, frames=0.0, episodes=0, best_return=-math.inf, best_mean_return=-math.inf,
+                 eval_episodes=0):
+        self.stop = ctx.Event()  # set by anyone: every process winds down at its next check
+        self.solved = ctx.Value("b", 0)  # set by the evaluator when the score window reaches --stop-score
+        self.frames = ctx.Value("d", float(frames))  # emulator frames, all workers together, resumed ones included
+        self.episodes = ctx.Value("q", int(episodes))  # finished training games (not lives)
+        self.best_return = ctx.Value("d", float(best_return))
+        self.best_mean_return = ctx.Value("d", float(best_mean_return))
+        self.eval_episodes = ctx.Value("q", int(eval_episodes))
+        # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
+        self.losses = ctx.Array("d", 4)
+
+    def add(self, frames, episodes):
+        with self.frames.get_lock():
+            self.frames.value += frames
+        if episodes:
+            with self.episodes.get_lock():
+                self.episodes.value += episodes
+
+
+def setup_child_process(seed):
+    """First lines of every child: one thread, Ctrl-C left to the supervisor, seeded torch.
+
+    The terminal sends Ctrl-C (SIGINT) to the whole process group. A child that died of it could do so mid-write or
+    mid-update; instead children ignore it and stop when the supervisor sets the stop event. main.py blocks SIGINT
+    while it spawns us, so one that arrives while this process is still importing torch waits, then is ignored here.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    # One thread per process: with N workers on N cores, more threads only fight over the same cores.
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+
+
+def parent_alive(parent_pid):
+    """False once the supervisor is gone (killed with SIGKILL, say): the child is re-parented and must exit."""
+    return os.getppid() == parent_pid
+
+
+def device_for(gpu_ids, rank):
+    """Worker ``rank``'s device: GPU ``gpu_ids[rank % len]``, or the CPU for ``--gpu-ids -1``."""
+    gpu = gpu_ids[rank % len(gpu_ids)]
+    return torch.device("cpu") if gpu < 0 else torch.device(f"cuda:{gpu}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Files
+
+
+def env_file_name(env_id):
+    """``ALE/Pong-v5`` -> ``ALE-Pong-v5``: env ids as file names."""
+    return env_id.replace("/", "-")
+
+
+def atomic_torch_save(obj, path):
+    """Write ``obj`` to ``path`` so that a reader sees the old file or the new one, never half of one."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load_checkpoint(path, kind=None):
+    """Load a checkpoint or model file safely (``weights_only=True``: plain tensors and numbers, no code runs).
+
+    Raises CheckpointError with a one-line reason for a missing, corrupt, foreign or too-new file.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "checkpoint.pt")
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path} not found")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # unpickling errors, truncated zip files, refused globals...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path} is not a readable a3g checkpoint ({reason[:200]})") from None
+    if not isinstance(data, dict) or "format_version" not in data or "model_meta" not in data:
+        raise CheckpointError(f"{path} is not an a3g checkpoint (no format_version/model_meta)")
+    if not isinstance(data["format_version"], int) or data["format_version"] > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has format version {data['format_version']}, newer than this a3g's {FORMAT_VERSION}: update a3g"
+        )
+    if kind is not None and data.get("kind") != kind:
+        raise CheckpointError(f"{path} holds a {data.get('kind')!r}, not a {kind!r}")
+    if not isinstance(data.get("state_dict"), dict):
+        raise CheckpointError(f"{path} holds no model weights")
+    return data
+
+
+def check_compatible(data, path, env_id, meta):
+    """The checkpoint must be of the same environment and the same network (name, sizes) as this run."""
+    saved_env = (data.get("env") or {}).get("env_id")
+    if saved_env != env_id:
+        raise CheckpointError(f"{path} was trained on {saved_env}, not {env_id}")
+    if data["model_meta"] != meta:
+        raise CheckpointError(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")
+
+
+def format_time(seconds):
+    seconds = int(seconds)
+    return f"{seconds // 3600:02d}h {seconds // 60 % 60:02d}m {seconds % 60:02d}s"
+
+
+class Stopwatch:
+    def __init__(self, offset=0.0):
+        self.start = time.monotonic() - offset
+
+    def __call__(self):
+        return time.monotonic() - self.start
