@@ -83,7 +83,8 @@ def load_env_config(path):
         for key in ("crop1", "crop2", "dimension2"):
             if not isinstance(conf, dict) or not isinstance(conf.get(key), int) or isinstance(conf.get(key), bool):
                 raise ConfigError(f"--env-config {path!r}: entry {name!r} needs integer {key!r}")
-        if not (0 <= conf["crop1"] < 210 and 0 <= conf["crop2"] <= 50 and 1 <= conf["dimension2"] <= 400):
+        if not (0 <= conf["crop1"] < min(210, conf["crop2"] + 160) and conf["crop2"] >= 0
+                and 1 <= conf["dimension2"] <= 400):
             raise ConfigError(f"--env-config {path!r}: entry {name!r} has crop/dimension values out of range")
     return config
 
@@ -280,10 +281,11 @@ def make_env(settings, train=True, render_mode=None):
     env = NoopReset(env, noop_max=30)
     if skip == 1 and settings.skip_rate > 1:
         env = MaxAndSkip(env, skip=settings.skip_rate)
-    env = gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
     if train:
         env = EpisodicLife(env)
     if "FIRE" in env.unwrapped.get_action_meanings():
         env = FireReset(env)
     env = AtariRescale(env, conf)
-    return NormalizedEnv(env)
+    env = NormalizedEnv(env)
+    # outermost, so that it counts agent steps only; in training (as in rl_a3c_pytorch) it cuts learner episodes
+    return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

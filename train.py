@@ -31,19 +31,20 @@ def worker_num_steps(args, rank):
 
 
 class RolloutEnvs:
-    """A worker's environments, stepped together: observations ``[B, ...]`` in one reused array."""
+    """A worker's environments, stepped together; observations are written into rows of a caller's ``[B, ...]``
+    array (a row of the rollout buffer), so stepping allocates nothing."""
 
     def __init__(self, settings, count, seed, clip_rewards):
         self.envs = [make_env(settings, train=True) for _ in range(count)]
         self.clip_rewards = clip_rewards
         self.atari = is_atari(settings.env_id)
-        first = [env.reset(seed=seed + 10007 * j)[0] for j, env in enumerate(self.envs)]
-        self.obs = np.stack(first)
+        self.first_obs = np.stack([env.reset(seed=seed + 10007 * j)[0] for j, env in enumerate(self.envs)])
         self.rewards = np.zeros(count, dtype=np.float32)
         self.dones = np.zeros(count, dtype=np.float32)
 
-    def step(self, actions):
-        """Step every env; returns (obs, rewards, dones, finished games). Done envs are reset in place."""
+    def step(self, actions, obs_out):
+        """Step every env, writing observations into ``obs_out``; returns (rewards, dones, finished games).
+        Done envs are reset in place: their row holds the first observation of the next episode."""
         games = 0
         for j, env in enumerate(self.envs):
             obs, reward, terminated, truncated, _ = env.step(int(actions[j]))
@@ -52,10 +53,10 @@ class RolloutEnvs:
                 # a lost life ends the learner's episode; only a real game over counts as a finished game
                 games += 1 if not self.atari or env.get_wrapper_attr("game_over") else 0
                 obs, _ = env.reset()
-            self.obs[j] = obs
+            obs_out[j] = obs
             self.rewards[j] = max(-1.0, min(1.0, reward)) if self.clip_rewards else reward
             self.dones[j] = done
-        return self.obs, self.rewards, self.dones, games
+        return self.rewards, self.dones, games
 
 
 def a3c_loss(log_probs, entropies, values, rewards, discounts, bootstrap_value, args):
@@ -90,8 +91,15 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
         p.grad = torch.zeros_like(p)
     local_params = list(model.parameters())
 
-    obs = torch.from_numpy(envs.obs).to(device)
     hx, cx = model.initial_state(batch, device)
+    # Rollout storage on the host, allocated once; the envs write each step's observations into their own row
+    # through a numpy view. Rows are never reused within a rollout: autograd keeps every step's input for the
+    # backward pass. (numpy writes bypass autograd's version counter, which would flag writes to *other* rows.)
+    observations = torch.zeros((num_steps + 1, batch) + envs.first_obs.shape[1:])
+    if device.type == "cuda":
+        observations = observations.pin_memory()
+    observations_np = observations.numpy()
+    observations_np[-1] = envs.first_obs
     rewards = torch.zeros(num_steps, batch)
     dones = torch.zeros(num_steps, batch)
     frames_per_rollout = num_steps * batch * frames_per_step
@@ -99,10 +107,11 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     while not state.stop.is_set() and parent_alive(parent_pid):
         model.load_state_dict(shared_model.state_dict())
         hx, cx = hx.detach(), cx.detach()
+        observations_np[0] = observations_np[-1]  # where the previous rollout left off
         values, log_probs, entropies = [], [], []
         games = 0
         for t in range(num_steps):
-            value, logits, (hx, cx) = model(obs, (hx, cx))
+            value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
             log_prob = F.log_softmax(logits, dim=-1)
             prob = log_prob.exp()
             action = prob.multinomial(1)
@@ -110,17 +119,16 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
             log_probs.append(log_prob.gather(1, action).squeeze(1))
             entropies.append(-(log_prob * prob).sum(-1))
 
-            next_obs, step_rewards, step_dones, finished = envs.step(action.squeeze(1).cpu().numpy())
+            step_rewards, step_dones, finished = envs.step(action.squeeze(1).cpu().numpy(), observations_np[t + 1])
             games += finished
             rewards[t] = torch.from_numpy(step_rewards)
             dones[t] = torch.from_numpy(step_dones)
-            obs = torch.from_numpy(next_obs).to(device)
             if step_dones.any():
                 keep = (1.0 - dones[t]).to(device).unsqueeze(1)  # cut the LSTM state where an episode ended
                 hx, cx = hx * keep, cx * keep
 
         with torch.no_grad():
-            bootstrap_value, _, _ = model(obs, (hx, cx))
+            bootstrap_value, _, _ = model(observations[-1].to(device), (hx, cx))
         loss, policy_loss, value_loss, entropy = a3c_loss(
             torch.stack(log_probs), torch.stack(entropies), torch.stack(values),
             rewards.to(device), (args.gamma * (1.0 - dones)).to(device), bootstrap_value, args,

@@ -1,0 +1,98 @@
+"""Bad input: exit 2 with one clear line on stderr, never a traceback, never code run from a checkpoint."""
+
+import os
+import pickle
+
+import pytest
+import torch
+
+from conftest import out_dirs, run_main
+
+
+def assert_bad_input(result, *words):
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--env", "NoSuchGame-v0"], ["NoSuchGame-v0"]),
+    (["--workers", "0"], ["--workers"]),
+    (["--gpu-ids", "7"], ["--gpu-ids"]),
+    (["--gpu-ids", "-3"], ["--gpu-ids"]),
+    (["--num-steps", "0"], ["--num-steps"]),
+    (["--distributed-step-size", "16", "-4"], ["--distributed-step-size"]),
+    (["--lr", "0"], ["--lr"]),
+    (["--lr", "-0.001"], ["--lr"]),
+    (["--lr", "nan"], ["--lr"]),
+    (["--lr", "fast"], ["--lr"]),
+    (["--gamma", "1.5"], ["--gamma"]),
+    (["--optimizer", "SGD"], ["--optimizer"]),
+    (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
+    (["--env-config", "/nonexistent/config.json"], ["--env-config"]),
+    (["--resume", "/nonexistent/run"], ["not found"]),
+])
+def test_bad_flags(flags, words, tmp_path):
+    assert_bad_input(run_main(*flags, *out_dirs(tmp_path), timeout=120), *words)
+
+
+def test_malformed_env_config(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"Default": {"crop1": 34,')
+    assert_bad_input(run_main("--env-config", bad, *out_dirs(tmp_path), timeout=120), "JSON")
+
+
+def test_corrupt_and_truncated_checkpoints(cartpole_run, tmp_path):
+    good = (cartpole_run / "run" / "checkpoint.pt").read_bytes()
+    for name, data in [("random.pt", os.urandom(4096)), ("truncated.pt", good[: len(good) // 2]),
+                       ("empty.pt", b"")]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert_bad_input(run_main("--resume", path, *out_dirs(tmp_path), timeout=120), name)
+
+
+class BoobyTrap:
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_booby_trapped_checkpoint_runs_no_code(tmp_path):
+    trap = BoobyTrap()
+    trap.marker = tmp_path / "pwned"
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"format_version": 1, "kind": "checkpoint", "payload": trap}, path, pickle_protocol=2)
+    assert_bad_input(run_main("--resume", path, *out_dirs(tmp_path), timeout=120))
+    assert not trap.marker.exists()
+
+
+def test_checkpoint_of_another_environment(cartpole_run, tmp_path):
+    result = run_main("--resume", cartpole_run / "run", "--env", "Acrobot-v1", *out_dirs(tmp_path), timeout=120)
+    assert_bad_input(result, "CartPole-v1", "Acrobot-v1")
+
+
+def test_checkpoint_of_another_architecture(cartpole_run, tmp_path):
+    result = run_main("--resume", cartpole_run / "run", "--hidden-size", "48", *out_dirs(tmp_path), timeout=120)
+    assert_bad_input(result, "different network")
+
+
+def test_checkpoint_of_newer_format(cartpole_run, tmp_path):
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["format_version"] = 99
+    torch.save(data, tmp_path / "future.pt")
+    assert_bad_input(run_main("--resume", tmp_path / "future.pt", *out_dirs(tmp_path), timeout=120), "newer")
+
+
+def test_help_lists_rl_a3c_pytorch_flags():
+    result = run_main("--help", timeout=120)
+    assert result.returncode == 0
+    for flag in ["-l, --lr", "-ec, --entropy-coef", "-vc, --value-coef", "-g, --gamma", "-t, --tau", "-s, --seed",
+                 "-w, --workers", "-ns, --num-steps", "-mel, --max-episode-length", "-ev, --env",
+                 "-so, --shared-optimizer", "-ld, --load", "-sm, --save-max", "-o, --optimizer",
+                 "-lmd, --load-model-dir", "-smd, --save-model-dir", "-lg, --log-dir", "-gp, --gpu-ids",
+                 "-a, --amsgrad", "--skip-rate", "-hs, --hidden-size", "-tl, --tensorboard-logger",
+                 "-evc, --env-config", "-dss, --distributed-step-size", "--max-frames", "--max-seconds",
+                 "--stop-score", "--score-window", "--run-dir", "--resume", "--max-grad-norm", "--model"]:
+        assert flag in result.stdout, flag

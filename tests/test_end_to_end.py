@@ -1,0 +1,113 @@
+"""Real training runs: real processes, real games, real files."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import ROOT, out_dirs, read_json, run_main
+
+pytestmark = pytest.mark.slow
+
+# CartPole settings that solve it in a minute or two on 2 cores (see BENCHMARKS.md for the measured times)
+CARTPOLE = ["--env", "CartPole-v1", "--workers", "2", "--lr", "2e-3", "--hidden-size", "64", "--value-coef", "0.1",
+            "--envs-per-worker", "4"]
+
+
+def test_cartpole_learns_to_475(tmp_path):
+    result = run_main(*CARTPOLE, "--stop-score", "475", "--max-seconds", "900", "--no-tensorboard-logger",
+                      *out_dirs(tmp_path), timeout=1000)
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert summary["solved"] is True and summary["stop_reason"] == "solved", summary
+    assert summary["best_mean_return"] >= 475
+    rows = list(csv.DictReader(open(tmp_path / "run" / "progress.csv")))
+    last = [float(r["return"]) for r in rows[-10:]]
+    assert sum(last) / 10 >= 475
+    # the best model on disk is small, safe to load, and greedy play with it scores
+    model = torch.load(tmp_path / "trained_models" / "CartPole-v1.pt", weights_only=True)
+    assert model["kind"] == "model" and "optimizer" not in model and model["return"] >= 475
+
+
+def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):
+    flags = ["--workers", "2", "--max-episode-length", "50", *out_dirs(tmp_path)]
+    first = run_main(*flags, "--max-frames", "6000", timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    run = tmp_path / "run"
+    names = set(os.listdir(run))
+    assert {"args.json", "progress.csv", "summary.json", "checkpoint.pt"} <= names
+    assert any(n.startswith("events.out.tfevents") for n in names)
+    assert (tmp_path / "logs" / "PongNoFrameskip-v4_log").stat().st_size > 0
+    assert (tmp_path / "trained_models" / "PongNoFrameskip-v4.pt").exists()
+    args = read_json(run / "args.json")
+    assert args["env"] == "PongNoFrameskip-v4" and args["workers"] == 2 and args["gpu_ids"] == [-1]
+    summary = read_json(run / "summary.json")
+    assert summary["stop_reason"] == "max_frames" and summary["frames"] >= 6000 and summary["solved"] is False
+    rows = list(csv.reader(open(run / "progress.csv")))
+    assert rows[0] == ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
+    assert len(rows) >= 2
+    checkpoint = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert checkpoint["kind"] == "checkpoint" and checkpoint["frames"] >= 6000
+    assert checkpoint["optimizer"]["state"][0]["step"] > 0
+
+    # --resume with no other flags continues the same run: same env, same directory, frame count carried over
+    second = run_main("--resume", run, "--max-frames", "9000", timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "resumed at" in second.stdout
+    resumed = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert resumed["frames"] >= 9000
+    assert resumed["optimizer"]["state"][0]["step"] > checkpoint["optimizer"]["state"][0]["step"]
+    rows_after = list(csv.reader(open(run / "progress.csv")))
+    assert rows_after[: len(rows)] == rows and rows_after.count(rows[0]) == 1
+    assert read_json(run / "summary.json")["frames"] >= 9000
+
+
+def session_processes(sid):
+    """PIDs of live (non-zombie) processes in session ``sid``, from /proc."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, session = fields[0], int(fields[3])
+        if session == sid:
+            pids.append((int(name), state))
+    return pids
+
+
+@pytest.mark.parametrize("sig,code,when", [
+    (signal.SIGINT, 130, "running"), (signal.SIGINT, 130, "starting"), (signal.SIGTERM, 143, "running")])
+def test_signal_stops_everything_and_saves(tmp_path, sig, code, when):
+    cmd = [sys.executable, os.path.join(ROOT, "main.py"), *CARTPOLE, "--no-tensorboard-logger", *out_dirs(tmp_path)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a terminal gives a foreground job
+    progress = tmp_path / "run" / "progress.csv"
+    deadline = time.monotonic() + 120
+    if when == "running":  # wait until the evaluator has logged a game: every child is up and working
+        while time.monotonic() < deadline and not (progress.exists() and len(progress.read_text().splitlines()) > 2):
+            time.sleep(0.2)
+    else:  # while the children are still importing torch
+        while time.monotonic() < deadline and not progress.exists():
+            time.sleep(0.05)
+        time.sleep(0.5)
+    os.killpg(proc.pid, sig)  # what Ctrl-C does: the signal reaches every process of the group
+    sent = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 15, "the run took too long to stop"
+    assert proc.returncode == code, stderr[-2000:]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-2000:]
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["stop_reason"] == "interrupted"
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["kind"] == "checkpoint"
+    time.sleep(0.5)
+    assert session_processes(proc.pid) == [], "processes left behind"
+    assert not list((tmp_path / "run").glob("*.tmp*")), "a temporary checkpoint was left behind"

@@ -1,0 +1,57 @@
+"""The worker's loss: batched over environments it equals the average of the environments' own losses, and its
+gradient pushes the policy toward advantaged actions."""
+
+import argparse
+
+import torch
+
+from train import a3c_loss, worker_num_steps
+
+ARGS = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, num_steps=20, distributed_step_size=[])
+
+
+def random_rollout(T, B, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    log_probs = -torch.rand(T, B, generator=g)
+    entropies = torch.rand(T, B, generator=g)
+    values = torch.randn(T, B, generator=g)
+    rewards = torch.randn(T, B, generator=g)
+    discounts = 0.99 * (torch.rand(T, B, generator=g) > 0.2).float()
+    bootstrap = torch.randn(B, generator=g)
+    return log_probs, entropies, values, rewards, discounts, bootstrap
+
+
+def test_batched_loss_is_mean_of_single_env_losses():
+    rollout = random_rollout(20, 4)
+    batched = a3c_loss(*rollout, ARGS)
+    singles = [a3c_loss(*[x[..., b : b + 1] for x in rollout], ARGS) for b in range(4)]
+    for i in range(4):
+        torch.testing.assert_close(batched[i], torch.stack([s[i] for s in singles]).mean())
+
+
+def test_loss_terms_from_definitions():
+    """T=1, no episode end: return = r + gamma * V', advantage = return - V (tau irrelevant for one step)."""
+    log_prob, entropy, value = torch.tensor([[-0.5]]), torch.tensor([[0.7]]), torch.tensor([[2.0]])
+    reward, discount, bootstrap = torch.tensor([[1.0]]), torch.tensor([[0.9]]), torch.tensor([3.0])
+    loss, policy_loss, value_loss, ent = a3c_loss(log_prob, entropy, value, reward, discount, bootstrap, ARGS)
+    advantage = 1.0 + 0.9 * 3.0 - 2.0
+    torch.testing.assert_close(policy_loss, torch.tensor(0.5 * advantage))
+    torch.testing.assert_close(value_loss, torch.tensor(0.5 * advantage**2))
+    torch.testing.assert_close(loss, torch.tensor(0.5 * advantage + 0.5 * 0.5 * advantage**2 - 0.01 * 0.7))
+
+
+def test_policy_gradient_raises_probability_of_advantaged_action():
+    logits = torch.zeros(1, 1, 2, requires_grad=True)
+    log_prob = torch.log_softmax(logits, -1)[..., 0]  # action 0 was taken
+    value = torch.zeros(1, 1)
+    loss, *_ = a3c_loss(log_prob, torch.zeros(1, 1), value, torch.ones(1, 1), torch.zeros(1, 1), torch.zeros(1), ARGS)
+    loss.backward()
+    with torch.no_grad():
+        new = torch.softmax(logits - 0.1 * logits.grad, -1)
+    assert new[0, 0, 0] > 0.5
+
+
+def test_distributed_step_sizes_round_robin():
+    args = argparse.Namespace(num_steps=20, distributed_step_size=[16, 32, 64])
+    assert [worker_num_steps(args, r) for r in range(5)] == [16, 32, 64, 16, 32]
+    assert worker_num_steps(argparse.Namespace(num_steps=20, distributed_step_size=[]), 3) == 20
