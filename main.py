@@ -385,7 +385,20 @@ def main(argv=None):
         print(f"a3g: {reason} after {format_time(summary['seconds'])}, {summary['frames']} frames; "
               f"best return {summary['best_return']}, best mean {summary['best_mean_return']}; "
               f"state in {paths['checkpoint']}", flush=True)
+        stop_resource_tracker()
     return code
+
+
+def stop_resource_tracker():
+    """Stop and reap multiprocessing's resource-tracker helper now that every child is gone. Left to exit after us,
+    it would be re-parented, and where PID 1 does not reap (some containers) it would linger as a zombie."""
+    from multiprocessing import resource_tracker, util
+
+    try:
+        util._run_finalizers(0)  # release our semaphores first (what exit would do), so the tracker has nothing left
+        resource_tracker._resource_tracker._stop()
+    except Exception:  # private APIs: if they change, the tracker exits on its own as before
+        pass
 
 
 def finite_or_none(x):
