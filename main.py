@@ -17,7 +17,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts: every proc
 import argparse
 import csv
 import datetime
+import collections
 import json
+import logging
 import math
 import signal
 import sys
@@ -33,8 +35,8 @@ from model import ModelError, build_model, choose_model, model_meta
 from shared_optim import make_optimizer
 from test import PROGRESS_FIELDS, test
 from train import train
-from utils import (FORMAT_VERSION, CheckpointError, RunState, Stopwatch, atomic_torch_save, check_compatible,
-                   env_file_name, format_time, load_checkpoint)
+from utils import (FORMAT_VERSION, CheckpointError, RunState, Stopwatch, atomic_torch_save, atomic_write_text,
+                   check_compatible, env_file_name, format_time, load_checkpoint)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -101,6 +103,12 @@ def build_parser(suppress_defaults=False):
     add("--run-dir", default=None, help="exact run directory (default: runs/<env>__<seed>__<timestamp>)")
     add("--resume", default=None, help="continue from a run directory or its checkpoint.pt")
     add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
+    add("--keep-checkpoints", type=int, default=3,
+        help="checkpoints kept: checkpoint.pt and the previous ones as checkpoint-<frames>.pt")
+    add("--max-restarts", type=int, default=5,
+        help="dead workers/evaluators replaced within 60 s before the run stops with an error")
+    add("--max-nonfinite", type=int, default=100,
+        help="non-finite updates in a row (each skipped) after which the run stops as diverged")
     if suppress_defaults:
         for action in p._actions:
             action.default = argparse.SUPPRESS
@@ -135,10 +143,13 @@ def check_args(args):
     positive = {"--workers": args.workers, "--num-steps": args.num_steps, "--lr": args.lr,
                 "--hidden-size": args.hidden_size, "--skip-rate": args.skip_rate,
                 "--max-episode-length": args.max_episode_length, "--envs-per-worker": args.envs_per_worker,
-                "--score-window": args.score_window, "--checkpoint-interval": args.checkpoint_interval}
+                "--score-window": args.score_window, "--checkpoint-interval": args.checkpoint_interval,
+                "--keep-checkpoints": args.keep_checkpoints, "--max-nonfinite": args.max_nonfinite}
     for flag, value in positive.items():
         if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
             raise ValueError(f"{flag} must be positive, got {value}")
+    if args.max_restarts < 0:
+        raise ValueError(f"--max-restarts must be >= 0, got {args.max_restarts}")
     if any(n <= 0 for n in args.distributed_step_size):
         raise ValueError(f"--distributed-step-size entries must be positive, got {args.distributed_step_size}")
     if not 0.0 < args.gamma <= 1.0:
@@ -224,48 +235,91 @@ def raise_terminated(signum, frame):
     raise Terminated()
 
 
-def spawn_children(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
-    """Start the evaluator and the workers with SIGINT blocked, so that a Ctrl-C during their start-up (importing
-    torch takes a while) cannot kill them before they install their own handling (utils.setup_child_process)."""
-    parent = os.getpid()
-    start_frames = state.frames.value
-    children = {}
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        evaluator = ctx.Process(target=test, name="evaluator", daemon=True,
-                                args=(args, settings, meta, shared_model, state, parent, paths, start_seconds,
-                                      start_frames))
-        evaluator.start()
-        children["evaluator"] = evaluator
+def describe_exit(exitcode):
+    if exitcode is None:
+        return "is not running"
+    if exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the children (one evaluator, ``--workers`` workers).
+
+    A child that dies is replaced with the same role, rank, GPU and step size; more than ``--max-restarts`` deaths
+    within ``RESTART_WINDOW`` seconds end the run instead (stop_reason ``error``). Children are started with SIGINT
+    blocked, so that a Ctrl-C during their start-up (importing torch takes a while) cannot kill them before they
+    install their own handling (utils.setup_child_process).
+    """
+
+    RESTART_WINDOW = 60.0
+
+    def __init__(self, ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds, log):
+        self.ctx, self.args, self.state, self.log = ctx, args, state, log
+        parent = os.getpid()
+        self.targets = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
+                                             state.frames.value, time.time()))}
         for rank in range(args.workers):
-            worker = ctx.Process(target=train, name=f"worker-{rank}", daemon=True,
-                                 args=(rank, args, settings, meta, shared_model, optimizer, state, parent))
-            worker.start()
-            children[f"worker {rank}"] = worker
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    return children
+            self.targets[f"worker {rank}"] = (train, (rank, args, settings, meta, shared_model, optimizer, state,
+                                                      parent))
+        self.children = {}
+        self.deaths = collections.deque()
+        self.restarts = 0
 
+    def start(self, names=None):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for name in names or self.targets:
+                target, target_args = self.targets[name]
+                proc = self.ctx.Process(target=target, args=target_args, name=name.replace(" ", "-"), daemon=True)
+                proc.start()
+                self.children[name] = proc
+                self.log(f"started {name} (pid {proc.pid})", echo=False)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
-def stop_children(children, state, grace=5.0):
-    """Ask every child to stop; wait up to ``grace`` seconds; then terminate, then kill what is left."""
-    state.stop.set()
-    deadline = time.monotonic() + grace
-    for proc in children.values():
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in children.values():
-        if proc.is_alive():
-            proc.terminate()
-    for proc in children.values():
-        proc.join(1.0)
-        if proc.is_alive():
-            proc.kill()
+    def check(self):
+        """Replace dead children. Returns an error message once too many have died, else None."""
+        for name, proc in list(self.children.items()):
+            if proc.is_alive() or self.state.stop.is_set():
+                continue
             proc.join()
+            now = time.monotonic()
+            self.deaths.append(now)
+            while self.deaths and now - self.deaths[0] > self.RESTART_WINDOW:
+                self.deaths.popleft()
+            if len(self.deaths) > self.args.max_restarts:
+                return (f"{name} (pid {proc.pid}) {describe_exit(proc.exitcode)}: {len(self.deaths)} deaths within "
+                        f"{self.RESTART_WINDOW:.0f} s is more than --max-restarts {self.args.max_restarts}; stopping")
+            self.restarts += 1
+            self.log(f"{name} (pid {proc.pid}) {describe_exit(proc.exitcode)}; restarting it "
+                     f"({len(self.deaths)} of at most {self.args.max_restarts} within {self.RESTART_WINDOW:.0f} s)")
+            self.start([name])
+        return None
+
+    def stop(self, grace=5.0):
+        """Ask every child to stop; wait up to ``grace`` seconds; then terminate, then kill what is left."""
+        self.state.stop.set()
+        deadline = time.monotonic() + grace
+        for proc in self.children.values():
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in self.children.values():
+            if proc.is_alive():
+                proc.terminate()
+        for proc in self.children.values():
+            proc.join(1.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
 
 
-def supervise(args, children, state, clock, paths, save_checkpoint):
-    """Watch the run until a limit, 'solved', or a dead child. Returns (stop_reason, exit code)."""
+def supervise(args, supervisor, state, clock, save_checkpoint, log):
+    """Watch the run until a limit, 'solved', or an unrecoverable fault. Returns (stop_reason, exit code)."""
     last_save = clock()
+    reported_nonfinite = 0
     while True:
         if state.solved.value:
             return "solved", EXIT_OK
@@ -273,30 +327,48 @@ def supervise(args, children, state, clock, paths, save_checkpoint):
             return "max_frames", EXIT_OK
         if args.max_seconds is not None and clock() >= args.max_seconds:
             return "max_seconds", EXIT_OK
-        for name, proc in children.items():
-            if not proc.is_alive() and not state.stop.is_set():
-                print(f"main.py: {name} (pid {proc.pid}) died with exit code {proc.exitcode}; stopping the run",
-                      file=sys.stderr, flush=True)
-                return "error", EXIT_CRASH
+        if state.nonfinite.value > reported_nonfinite:
+            log(f"skipped {state.nonfinite.value - reported_nonfinite} update(s) with a non-finite loss or gradient "
+                f"({state.nonfinite.value} in all); the shared model was not touched")
+            reported_nonfinite = state.nonfinite.value
+        if state.diverged.value:
+            log(f"{args.max_nonfinite} non-finite updates in a row: training has diverged; stopping with the last "
+                f"good weights (try a lower --lr or --max-grad-norm)")
+            return "error", EXIT_CRASH
+        problem = supervisor.check()
+        if problem:
+            log(problem)
+            return "error", EXIT_CRASH
         if clock() - last_save >= args.checkpoint_interval:
             save_checkpoint()
             last_save = clock()
         time.sleep(0.2)
 
 
+BAD_INPUT_ERRORS = (ValueError, ConfigError, ModelError, CheckpointError)  # each one line for the user, exit 2
+
+
+def validate(argv):
+    """Every check of what the user typed or points to, before anything starts. Returns
+    (args, settings, meta, resumed checkpoint or None, --load model or None); raises one of BAD_INPUT_ERRORS (or
+    SystemExit(2) from the parser for malformed flags)."""
+    args, resumed = parse_args(argv)
+    check_args(args)
+    settings, meta, args.frames_per_step = environment_setup(args)
+    if resumed is not None:
+        check_compatible(resumed, args.resume, args.env, meta)
+    loaded = None
+    if args.load:
+        model_path = os.path.join(args.load_model_dir, f"{env_file_name(args.env)}.pt")
+        loaded = load_checkpoint(model_path)
+        check_compatible(loaded, model_path, args.env, meta)
+    return args, settings, meta, resumed, loaded
+
+
 def main(argv=None):
     try:
-        args, resumed = parse_args(sys.argv[1:] if argv is None else argv)
-        check_args(args)
-        settings, meta, args.frames_per_step = environment_setup(args)
-        if resumed is not None:
-            check_compatible(resumed, args.resume, args.env, meta)
-        loaded = None
-        if args.load:
-            model_path = os.path.join(args.load_model_dir, f"{env_file_name(args.env)}.pt")
-            loaded = load_checkpoint(model_path)
-            check_compatible(loaded, model_path, args.env, meta)
-    except (ValueError, ConfigError, ModelError, CheckpointError) as exc:
+        args, settings, meta, resumed, loaded = validate(sys.argv[1:] if argv is None else argv)
+    except BAD_INPUT_ERRORS as exc:
         print(f"main.py: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
@@ -329,9 +401,11 @@ def main(argv=None):
     if args.tensorboard_logger:
         write_tensorboard_hparams(args)
     clock = Stopwatch()
+    log = make_supervisor_log(paths["log_file"])
+    checkpoints = CheckpointWriter(paths["checkpoint"], args.keep_checkpoints, log)
 
     def save_checkpoint():
-        atomic_torch_save({
+        return checkpoints.save({
             "format_version": FORMAT_VERSION,
             "kind": "checkpoint",
             "env": settings.as_dict(),
@@ -345,7 +419,7 @@ def main(argv=None):
             "best_mean_return": float(state.best_mean_return.value),
             "seconds": start_seconds + clock(),
             "args": {k: v for k, v in vars(args).items() if k != "frames_per_step"},
-        }, paths["checkpoint"])
+        })
 
     device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})
     print(f"a3g: training {args.env} with {args.workers} worker(s) on {', '.join(device_names)}, "
@@ -353,12 +427,11 @@ def main(argv=None):
           + (f" (resumed at {int(state.frames.value)} frames)" if resumed is not None else ""), flush=True)
 
     signal.signal(signal.SIGTERM, raise_terminated)
-    children = {}
+    supervisor = Supervisor(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds, log)
     reason, code = "error", EXIT_CRASH
     try:
-        children = spawn_children(ctx, args, settings, meta, shared_model, optimizer, state,
-                                  paths, start_seconds)
-        reason, code = supervise(args, children, state, clock, paths, save_checkpoint)
+        supervisor.start()
+        reason, code = supervise(args, supervisor, state, clock, save_checkpoint, log)
     except KeyboardInterrupt:
         reason, code = "interrupted", EXIT_SIGINT
     except Terminated:
@@ -369,8 +442,8 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if reason == "interrupted":
             print("a3g: stopping (saving state)...", file=sys.stderr, flush=True)
-        stop_children(children, state)
-        save_checkpoint()
+        supervisor.stop()
+        saved = save_checkpoint()
         summary = {
             "frames": int(state.frames.value),
             "seconds": round(start_seconds + clock(), 3),
@@ -379,14 +452,79 @@ def main(argv=None):
             "best_mean_return": finite_or_none(state.best_mean_return.value),
             "solved": bool(state.solved.value),
             "stop_reason": reason,
+            "restarts": supervisor.restarts,
+            "skipped_updates": int(state.nonfinite.value),
         }
-        with open(paths["summary"], "w") as f:
-            json.dump(summary, f, indent=2)
+        try:
+            atomic_write_text(paths["summary"], json.dumps(summary, indent=2))
+        except OSError as exc:
+            log(f"could not write {paths['summary']} ({exc}); the summary was: {json.dumps(summary)}")
         print(f"a3g: {reason} after {format_time(summary['seconds'])}, {summary['frames']} frames; "
               f"best return {summary['best_return']}, best mean {summary['best_mean_return']}; "
-              f"state in {paths['checkpoint']}", flush=True)
+              + (f"state in {paths['checkpoint']}" if saved else "the last checkpoint could not be written"),
+              flush=True)
         stop_resource_tracker()
     return code
+
+
+def make_supervisor_log(log_file):
+    """``log(message)``: to stderr (unless echo=False) and to the run's text log, for what the supervisor does."""
+    logger = logging.getLogger("a3g.main")
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(log_file)
+    handler.setFormatter(logging.Formatter("%(asctime)s : main: %(message)s"))
+    logger.addHandler(handler)
+
+    def log(message, echo=True):
+        logger.info(message)
+        if echo:
+            print(f"a3g: {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
+class CheckpointWriter:
+    """Writes ``checkpoint.pt`` atomically and keeps the ``keep - 1`` previous ones as ``checkpoint-<frames>.pt``.
+
+    A failed write (disk full, read-only folder) is logged and leaves the previous checkpoint intact; training
+    goes on. ``save`` returns whether the write succeeded.
+    """
+
+    def __init__(self, path, keep, log):
+        self.path, self.keep, self.log = path, keep, log
+        self.folder = os.path.dirname(os.path.abspath(path))
+        self.last_frames = None
+        if os.path.exists(path):  # resuming: the file we will replace next
+            try:
+                self.last_frames = int(torch.load(path, map_location="cpu", weights_only=True)["frames"])
+            except Exception:
+                self.last_frames = None
+
+    def archived(self):
+        found = []
+        for name in os.listdir(self.folder):
+            stem, ext = os.path.splitext(name)
+            if ext == ".pt" and stem.startswith("checkpoint-") and stem[len("checkpoint-"):].isdigit():
+                found.append((int(stem[len("checkpoint-"):]), os.path.join(self.folder, name)))
+        return [path for _, path in sorted(found)]
+
+    def save(self, payload):
+        archive = None
+        if self.keep > 1 and self.last_frames is not None and os.path.exists(self.path):
+            archive = os.path.join(self.folder, f"checkpoint-{self.last_frames}.pt")
+        try:
+            atomic_torch_save(payload, self.path, keep_previous_as=archive)
+        except OSError as exc:
+            self.log(f"could not write {self.path} ({exc.strerror or exc}); the previous checkpoint is intact and "
+                     f"training goes on: free some space or fix the folder's permissions")
+            return False
+        self.last_frames = int(payload["frames"])
+        for old in self.archived()[: max(0, len(self.archived()) - (self.keep - 1))]:
+            try:
+                os.remove(old)
+            except OSError:
+                pass
+        return True
 
 
 def stop_resource_tracker():

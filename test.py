@@ -11,6 +11,7 @@ import collections
 import csv
 import logging
 import os
+import sys
 import time
 
 import numpy as np
@@ -32,7 +33,7 @@ def make_logger(log_file):
     return logger
 
 
-def play_game(env, model, device, state, max_steps):
+def play_game(env, model, device, state, max_steps, parent_pid):
     """One greedy game; returns (return, length), or None if the run was stopped mid-game."""
     obs, _ = env.reset()
     hx, cx = model.initial_state(1, device)
@@ -45,12 +46,14 @@ def play_game(env, model, device, state, max_steps):
             length += 1
             if terminated or truncated or length >= max_steps:
                 return total, length
-            if length % 100 == 0 and state.stop.is_set():
+            if length % 100 == 0 and (state.stop.is_set() or not parent_alive(parent_pid)):
                 return None
 
 
-def test(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames):
-    setup_child_process(args.seed + args.workers)
+def test(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames, run_started):
+    """``start_seconds`` and ``start_frames``: the run's time and frames when this invocation began (at
+    ``run_started``, a ``time.time()``), so that times and frames/s stay right across resumes and restarts."""
+    setup_child_process(args.seed + args.workers, parent_pid)
     device = device_for(args.gpu_ids, 0)
     env = make_env(settings, train=False)
     env.reset(seed=args.seed + args.workers)
@@ -65,17 +68,16 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
         writer = SummaryWriter(paths["run_dir"])
     with open(paths["progress"], "a", newline="") as f:
         progress = csv.writer(f)
-        started = time.monotonic()
         scores = collections.deque(maxlen=args.score_window)
         while not state.stop.is_set() and parent_alive(parent_pid):
             model.load_state_dict(shared_model.state_dict())
-            result = play_game(env, model, device, state, args.max_episode_length)
+            result = play_game(env, model, device, state, args.max_episode_length, parent_pid)
             if result is None:
                 break
             episode_return, length = result
             scores.append(episode_return)
             mean_return = float(np.mean(scores))
-            elapsed = time.monotonic() - started
+            elapsed = time.time() - run_started
             frames = state.frames.value
             fps = (frames - start_frames) / max(elapsed, 1e-9)
             with state.eval_episodes.get_lock():
@@ -103,7 +105,12 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
                 writer.flush()
 
             if not args.save_max or episode_return >= state.best_return.value:
-                save_model(paths["model"], model, settings, meta, episode_return, frames)
+                try:
+                    save_model(paths["model"], model, settings, meta, episode_return, frames)
+                except OSError as exc:  # disk full, say: the previous best model is intact; keep evaluating
+                    print(f"a3g: could not save {paths['model']} ({exc.strerror or exc}); the previous model "
+                          f"file is intact", file=sys.stderr, flush=True)
+                    logger.info(f"could not save {paths['model']}: {exc}")
             state.best_return.value = max(state.best_return.value, episode_return)
 
             if args.stop_score is not None and len(scores) == args.score_window and mean_return >= args.stop_score:

@@ -20,7 +20,7 @@ from environment import is_atari, make_env
 from model import build_model
 from returns import gae_advantages, nstep_returns
 from shared_optim import make_optimizer
-from utils import device_for, parent_alive, setup_child_process
+from utils import device_for, injected_fault, parent_alive, setup_child_process
 
 
 def worker_num_steps(args, rank):
@@ -72,7 +72,7 @@ def a3c_loss(log_probs, entropies, values, rewards, discounts, bootstrap_value, 
 
 
 def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid):
-    setup_child_process(args.seed + rank)
+    setup_child_process(args.seed + rank, parent_pid)
     device = device_for(args.gpu_ids, rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -103,6 +103,9 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     rewards = torch.zeros(num_steps, batch)
     dones = torch.zeros(num_steps, batch)
     frames_per_rollout = num_steps * batch * frames_per_step
+    updates = nonfinite_in_a_row = 0
+    fault_nan = rank == 0 and injected_fault("worker_nan")  # test hooks (utils.injected_fault)
+    fault_raise = rank == 0 and injected_fault("worker_raise")
 
     while not state.stop.is_set() and parent_alive(parent_pid):
         model.load_state_dict(shared_model.state_dict())
@@ -134,17 +137,30 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
             rewards.to(device), (args.gamma * (1.0 - dones)).to(device), bootstrap_value, args,
         )
 
+        if fault_nan:
+            loss = loss * float("nan")
+        if fault_raise and updates >= 2:
+            raise RuntimeError("injected fault: worker crash (A3G_FAULT=worker_raise)")
         model.zero_grad(set_to_none=False)
         loss.backward()
         grad_norm = (
             torch.nn.utils.clip_grad_norm_(local_params, args.max_grad_norm)
             if args.max_grad_norm > 0 else torch.nn.utils.get_total_norm([p.grad for p in local_params])
         )
-        if torch.isfinite(grad_norm):  # never write a NaN/inf update into the shared model
+        if torch.isfinite(grad_norm) and torch.isfinite(loss):
             for shared_p, local_p in zip(shared_params, local_params):
                 shared_p.grad.copy_(local_p.grad)
             optimizer.step()
+            nonfinite_in_a_row = 0
+        else:  # never write a NaN/inf update into the shared model: skip it, count it, give up if it persists
+            nonfinite_in_a_row += 1
+            with state.nonfinite.get_lock():
+                state.nonfinite.value += 1
+            if nonfinite_in_a_row >= args.max_nonfinite:
+                state.diverged.value = 1
+            hx, cx = model.initial_state(batch, device)  # the recurrent state may be non-finite too
         state.add(frames_per_rollout, games)
+        updates += 1
         if rank == 0:
             steps = num_steps
             state.losses[:] = [policy_loss.item() / steps, value_loss.item() / steps, entropy.item() / steps,

@@ -1,5 +1,7 @@
 """Small shared pieces: the state shared between processes, child-process set-up, checkpoint files, formatting."""
 
+import ctypes
+import errno
 import math
 import os
 import signal
@@ -35,6 +37,8 @@ class RunState:
         self.eval_episodes = ctx.Value("q", int(eval_episodes))
         # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
         self.losses = ctx.Array("d", 4)
+        self.nonfinite = ctx.Value("q", 0)  # updates skipped for a non-finite loss or gradient, all workers
+        self.diverged = ctx.Value("b", 0)  # set by a worker after --max-nonfinite skipped updates in a row
 
     def add(self, frames, episodes):
         with self.frames.get_lock():
@@ -44,8 +48,8 @@ class RunState:
                 self.episodes.value += episodes
 
 
-def setup_child_process(seed):
-    """First lines of every child: one thread, Ctrl-C left to the supervisor, seeded torch.
+def setup_child_process(seed, parent_pid):
+    """First lines of every child: die with the parent, Ctrl-C left to the supervisor, one thread, seeded torch.
 
     The terminal sends Ctrl-C (SIGINT) to the whole process group. A child that died of it could do so mid-write or
     mid-update; instead children ignore it and stop when the supervisor sets the stop event. main.py blocks SIGINT
@@ -53,6 +57,14 @@ def setup_child_process(seed):
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    # If the supervisor is killed outright (SIGKILL: nothing can be saved), the kernel sends us SIGTERM, so no
+    # orphan keeps memory or a GPU. The loops also check parent_alive(), for systems without prctl.
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if not parent_alive(parent_pid):  # the parent died before prctl took effect
+        os._exit(1)
     # One thread per process: with N workers on N cores, more threads only fight over the same cores.
     torch.set_num_threads(1)
     torch.manual_seed(seed)
@@ -78,19 +90,50 @@ def env_file_name(env_id):
     return env_id.replace("/", "-")
 
 
-def atomic_torch_save(obj, path):
-    """Write ``obj`` to ``path`` so that a reader sees the old file or the new one, never half of one."""
+def injected_fault(name):
+    """Test hook: faults named in the ``A3G_FAULT`` environment variable (comma-separated) are injected at the
+    places that check for them, so that tests can prove the run survives them. Unset in normal use."""
+    return name in os.environ.get("A3G_FAULT", "").split(",")
+
+
+def _atomic_write(path, write, keep_previous_as=None):
+    """Write through ``write(file)`` to a temporary file beside ``path``, fsync it, then rename it over ``path``: a
+    reader sees the old file or the new one, never half of one. On any error the temporary file is removed and the
+    old file is left as it was. ``keep_previous_as`` hard-links the old file to that name first."""
     path = os.fspath(path)
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
-            torch.save(obj, f)
+            write(f)
+            if injected_fault("save_enospc"):
+                f.flush()
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
             f.flush()
             os.fsync(f.fileno())
+        if keep_previous_as and os.path.exists(path):
+            if os.path.exists(keep_previous_as):
+                os.remove(keep_previous_as)
+            os.link(path, keep_previous_as)
         os.replace(tmp, path)
+        try:  # make the rename itself durable
+            dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError:
+            pass
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def atomic_torch_save(obj, path, keep_previous_as=None):
+    _atomic_write(path, lambda f: torch.save(obj, f), keep_previous_as)
+
+
+def atomic_write_text(path, text):
+    _atomic_write(path, lambda f: f.write(text.encode()))
 
 
 def load_checkpoint(path, kind=None):
