@@ -184,23 +184,47 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
-def process_frame(frame, conf):
-    """Crop rows ``crop1 : crop2 + 160`` of a gray 210x160 frame, resize to 80x80, scale to [0, 1]: ``[1, 80, 80]``."""
+def process_frame(frame, conf, size=80):
+    """Crop rows ``crop1 : crop2 + 160`` of a gray 210x160 frame, resize to size x size (via rl_a3c_pytorch's
+    80 x dimension2 step for size 80), scale to [0, 1]: ``[1, size, size]``."""
     frame = frame[conf["crop1"] : conf["crop2"] + 160, :160]
-    frame = cv2.resize(frame, (conf["dimension2"], 80), interpolation=cv2.INTER_AREA)
-    if conf["dimension2"] != 80:
-        frame = cv2.resize(frame, (80, 80), interpolation=cv2.INTER_AREA)
-    return (frame.astype(np.float32) * (1.0 / 255.0)).reshape(1, 80, 80)
+    if size == 80:
+        frame = cv2.resize(frame, (conf["dimension2"], 80), interpolation=cv2.INTER_AREA)
+    if frame.shape != (size, size):
+        frame = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)
+    return (frame.astype(np.float32) * (1.0 / 255.0)).reshape(1, size, size)
 
 
 class AtariRescale(gym.ObservationWrapper):
-    def __init__(self, env, conf):
+    def __init__(self, env, conf, size=80):
         super().__init__(env)
-        self.conf = conf
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (1, 80, 80), dtype=np.float32)
+        self.conf, self.size = conf, size
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1, size, size), dtype=np.float32)
 
     def observation(self, observation):
-        return process_frame(observation, self.conf)
+        return process_frame(observation, self.conf, self.size)
+
+
+class FrameStack(gym.Wrapper):
+    """The last ``k`` frames along the channel axis, ``[k, H, W]``, for feed-forward networks; a reset fills the
+    stack with the first frame."""
+
+    def __init__(self, env, k):
+        super().__init__(env)
+        shape = env.observation_space.shape
+        self.frames = np.zeros((k,) + shape[1:], dtype=np.float32)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.frames.shape, dtype=np.float32)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.frames[:] = obs[0]
+        return self.frames.copy(), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.frames[:-1] = self.frames[1:]
+        self.frames[-1] = obs[0]
+        return self.frames.copy(), reward, terminated, truncated, info
 
 
 class NormalizedEnv(gym.ObservationWrapper):
@@ -246,10 +270,13 @@ class EnvSettings:
     skip_rate: int = 4
     max_episode_length: int = 10000
     crop: dict = None  # the env-config entry for Atari games
+    frame_size: int = 80  # Atari frames are frame_size x frame_size ...
+    frame_stack: int = 1  # ... and the last frame_stack of them are stacked (the network decides both)
 
     def as_dict(self):
         return {"env_id": self.env_id, "skip_rate": self.skip_rate, "max_episode_length": self.max_episode_length,
-                "crop": dict(self.crop) if self.crop else None}
+                "crop": dict(self.crop) if self.crop else None, "frame_size": self.frame_size,
+                "frame_stack": self.frame_stack}
 
 
 def make_env(settings, train=True, render_mode=None):
@@ -285,7 +312,9 @@ def make_env(settings, train=True, render_mode=None):
         env = EpisodicLife(env)
     if "FIRE" in env.unwrapped.get_action_meanings():
         env = FireReset(env)
-    env = AtariRescale(env, conf)
+    env = AtariRescale(env, conf, settings.frame_size)
     env = NormalizedEnv(env)
+    if settings.frame_stack > 1:
+        env = FrameStack(env, settings.frame_stack)
     # outermost, so that it counts agent steps only; in training (as in rl_a3c_pytorch) it cuts learner episodes
     return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

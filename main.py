@@ -31,7 +31,7 @@ import torch.multiprocessing as mp
 
 from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
 from environment import make_env
-from model import ModelError, build_model, choose_model, model_meta
+from model import FRAME_FORMAT, ModelError, build_model, choose_model, model_meta
 from shared_optim import make_optimizer
 from test import PROGRESS_FIELDS, test
 from train import train
@@ -92,8 +92,11 @@ def build_parser(suppress_defaults=False):
     add("-dss", "--distributed-step-size", type=int, nargs="+", default=[],
         help="rollout lengths handed out to the workers round-robin (overrides --num-steps)")
     # a3g's own
-    add("--model", default="auto", choices=["auto", "a3clstm", "mlplstm"],
-        help="network: auto = a3clstm for images, mlplstm for vectors")
+    add("--model", default="auto", choices=["auto", "a3clstm", "mlplstm", "nature", "resnet"],
+        help="network: auto = a3clstm for Atari, mlplstm for vectors; nature and resnet are feed-forward on 4 "
+             "stacked 84x84 frames")
+    add("--bf16", action=argparse.BooleanOptionalAction, default=False,
+        help="bfloat16 autocast for the workers' forward passes on CPUs/GPUs that support it (faster, less exact)")
     add("--envs-per-worker", type=int, default=1, help="environments each worker steps together (batched)")
     add("--max-frames", type=int, default=None, help="stop after this many frames in total (resumed ones included)")
     add("--max-seconds", type=float, default=None, help="stop after this many seconds of this invocation")
@@ -181,7 +184,8 @@ def environment_setup(args):
     """Resolve the environment: its settings, the network's metadata, frames per step. Raises on bad input."""
     env_spec(args.env)  # unknown ids fail here, before anything is built
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
-    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop)
+    frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
+    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack)
     env = make_env(settings, train=False)
     obs_shape, num_actions = env.observation_space.shape, env.action_space.n
     env.close()

@@ -3,6 +3,13 @@
 - ``a3clstm``: rl_a3c_pytorch's A3C-LSTM for one 80x80 gray frame: 4 x (conv, 2x2 max-pool, ReLU) -> 1024 features
   -> LSTMCell(hidden) -> actor and critic heads. 3.25M parameters at hidden 512, about 59M multiply-adds a step.
 - ``mlplstm``: the same recurrent actor-critic for vector observations (classic control): Linear+ReLU -> LSTMCell.
+- ``nature``: the feed-forward DQN "Nature" network on 4 stacked 84x84 frames (conv 8/4, 4/2, 3/1 -> 512).
+  1.69M parameters (6 actions), about 9M multiply-adds a step.
+- ``resnet``: the IMPALA ResNet (3 stages of conv + max-pool + 2 residual blocks, 16/32/32 channels -> 256),
+  feed-forward, on 4 stacked 84x84 frames. 1.09M parameters, about 54M multiply-adds a step.
+
+Feed-forward models take and return an empty recurrent state (``[B, 0]`` tensors), so the worker and the evaluator
+treat every model alike.
 
 ``build_model(meta)`` rebuilds a network from ``model_meta(...)``, the small dict stored with every checkpoint.
 """
@@ -81,7 +88,90 @@ class MLPlstm(RecurrentActorCritic):
         return F.relu(self.fc(x))
 
 
-MODELS = {"a3clstm": A3Clstm, "mlplstm": MLPlstm}
+class FeedForwardActorCritic(nn.Module):
+    """Heads over ``features(obs)``; the recurrent state is empty and passed through."""
+
+    hidden_size = 0
+
+    def __init__(self, feature_size, num_actions):
+        super().__init__()
+        self.critic_linear = nn.Linear(feature_size, 1)
+        self.actor_linear = nn.Linear(feature_size, num_actions)
+        normalized_columns_(self.actor_linear.weight, 0.01)
+        normalized_columns_(self.critic_linear.weight, 1.0)
+        self.actor_linear.bias.data.zero_()
+        self.critic_linear.bias.data.zero_()
+
+    def initial_state(self, batch_size=1, device="cpu"):
+        empty = torch.zeros(batch_size, 0, device=device)
+        return empty, empty.clone()
+
+    def forward(self, obs, state):
+        x = self.features(obs)
+        return self.critic_linear(x).squeeze(-1), self.actor_linear(x), state
+
+
+class Nature(FeedForwardActorCritic):
+    def __init__(self, obs_shape, num_actions, hidden_size=512):
+        super().__init__(512, num_actions)
+        self.conv1 = nn.Conv2d(obs_shape[0], 32, 8, stride=4)
+        self.conv2 = nn.Conv2d(32, 64, 4, stride=2)
+        self.conv3 = nn.Conv2d(64, 64, 3, stride=1)
+        self.fc = nn.Linear(64 * 7 * 7, 512)
+        for layer in (self.conv1, self.conv2, self.conv3, self.fc):
+            nn.init.orthogonal_(layer.weight, nn.init.calculate_gain("relu"))
+            layer.bias.data.zero_()
+
+    def features(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv2(x))
+        x = F.relu(self.conv3(x))
+        return F.relu(self.fc(x.flatten(1)))
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        return x + self.conv2(F.relu(self.conv1(F.relu(x))))
+
+
+class ResNet(FeedForwardActorCritic):
+    """Espeholt et al., "IMPALA" (2018), Figure 3 (right), without the LSTM."""
+
+    def __init__(self, obs_shape, num_actions, hidden_size=256):
+        super().__init__(256, num_actions)
+        stages, channels = [], obs_shape[0]
+        for out in (16, 32, 32):
+            stages += [nn.Conv2d(channels, out, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1),
+                       ResidualBlock(out), ResidualBlock(out)]
+            channels = out
+        self.stages = nn.Sequential(*stages)
+        size = obs_shape[1]
+        for _ in range(3):
+            size = (size + 1) // 2
+        self.fc = nn.Linear(channels * size * size, 256)
+
+    def features(self, x):
+        x = F.relu(self.stages(x))
+        return F.relu(self.fc(x.flatten(1)))
+
+
+MODELS = {"a3clstm": A3Clstm, "mlplstm": MLPlstm, "nature": Nature, "resnet": ResNet}
+CONV_MODELS = ("a3clstm", "nature", "resnet")
+# the observation each image model is built for: (frame size, frames stacked)
+FRAME_FORMAT = {"a3clstm": (80, 1), "nature": (84, 4), "resnet": (84, 4)}
+
+
+def fast_layout(model, meta):
+    """Channels-last weights for conv models: about 1.3-2x faster convolutions on CPU (see BENCHMARKS.md). Loading
+    weights into such a replica and copying its gradients out work unchanged (copy_ converts layouts)."""
+    if meta["model"] in CONV_MODELS:
+        model = model.to(memory_format=torch.channels_last)
+    return model
 
 
 class ModelError(ValueError):
@@ -95,6 +185,9 @@ def choose_model(name, obs_shape):
         return "a3clstm" if image else "mlplstm"
     if name == "a3clstm" and (not image or tuple(obs_shape[1:]) != (80, 80)):
         raise ModelError(f"--model a3clstm needs [C, 80, 80] frames, this environment gives {list(obs_shape)}")
+    if name in ("nature", "resnet") and (not image or tuple(obs_shape) != (4, 84, 84)):
+        raise ModelError(f"--model {name} needs Atari frames (4 stacked 84x84), this environment gives "
+                         f"{list(obs_shape)}")
     if name == "mlplstm" and len(obs_shape) != 1:
         raise ModelError(f"--model mlplstm needs vector observations, this environment gives {list(obs_shape)}")
     return name

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from environment import make_env
-from model import build_model
+from model import build_model, fast_layout
 from utils import FORMAT_VERSION, atomic_torch_save, device_for, format_time, parent_alive, setup_child_process
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
@@ -57,7 +57,7 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
     device = device_for(args.gpu_ids, 0)
     env = make_env(settings, train=False)
     env.reset(seed=args.seed + args.workers)
-    model = build_model(meta).to(device)
+    model = fast_layout(build_model(meta).to(device), meta)
     model.eval()
 
     logger = make_logger(paths["log_file"])

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from environment import is_atari, make_env
-from model import build_model
+from model import build_model, fast_layout
 from returns import gae_advantages, nstep_returns
 from shared_optim import make_optimizer
 from utils import device_for, injected_fault, parent_alive, setup_child_process
@@ -81,8 +81,9 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     batch = args.envs_per_worker
 
     envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=is_atari(settings.env_id))
-    model = build_model(meta).to(device)
+    model = fast_layout(build_model(meta).to(device), meta)
     model.train()
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
     if optimizer is None:  # --no-shared-optimizer: statistics of this worker's own
         optimizer = make_optimizer(args.optimizer, shared_model.parameters(), False, args.lr, args.amsgrad)
     # This process's gradient buffers on the shared parameters: allocated once, overwritten every update.
@@ -114,7 +115,9 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
         values, log_probs, entropies = [], [], []
         games = 0
         for t in range(num_steps):
-            value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
+            with autocast:
+                value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
+            value, logits = value.float(), logits.float()
             log_prob = F.log_softmax(logits, dim=-1)
             prob = log_prob.exp()
             action = prob.multinomial(1)
@@ -130,8 +133,9 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
                 keep = (1.0 - dones[t]).to(device).unsqueeze(1)  # cut the LSTM state where an episode ended
                 hx, cx = hx * keep, cx * keep
 
-        with torch.no_grad():
+        with torch.no_grad(), autocast:
             bootstrap_value, _, _ = model(observations[-1].to(device), (hx, cx))
+        bootstrap_value = bootstrap_value.float()
         loss, policy_loss, value_loss, entropy = a3c_loss(
             torch.stack(log_probs), torch.stack(entropies), torch.stack(values),
             rewards.to(device), (args.gamma * (1.0 - dones)).to(device), bootstrap_value, args,

@@ -121,3 +121,14 @@ def test_env_config_lookup_and_errors(tmp_path):
 def test_unknown_env_id():
     with pytest.raises(ConfigError, match="unknown environment"):
         make_env(EnvSettings("NoSuchGame-v0"))
+
+
+def test_stacked_84x84_frames_for_feed_forward_networks():
+    env = make_env(EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4), train=True)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.float32
+    assert all(np.array_equal(obs[0], obs[i]) for i in range(4))  # a reset fills the stack with its frame
+    for _ in range(3):
+        obs, *_ = env.step(0)
+    obs2, *_ = env.step(0)  # each step shifts the stack by one frame: the newest is last
+    np.testing.assert_array_equal(obs2[:3], obs[1:])

@@ -61,3 +61,31 @@ def test_choose_model():
         choose_model("mlplstm", (1, 80, 80))
     with pytest.raises(ModelError):
         build_model({"model": "nope", "obs_shape": [4], "num_actions": 2, "hidden_size": 8})
+
+
+@pytest.mark.parametrize("name", ["nature", "resnet"])
+def test_feed_forward_models_pass_an_empty_state(name):
+    model = build_model(model_meta(name, [4, 84, 84], 6, 512))
+    hx, cx = model.initial_state(5)
+    value, logits, (hx2, cx2) = model(torch.randn(5, 4, 84, 84), (hx, cx))
+    assert value.shape == (5,) and logits.shape == (5, 6) and hx2.shape == (5, 0)
+    assert choose_model(name, (4, 84, 84)) == name
+    with pytest.raises(ModelError):
+        choose_model(name, (1, 80, 80))
+
+
+def test_channels_last_replica_computes_the_same():
+    from model import fast_layout
+
+    torch.manual_seed(0)
+    meta = model_meta("a3clstm", [1, 80, 80], 6, 64)
+    plain = build_model(meta)
+    fast = fast_layout(build_model(meta), meta)
+    fast.load_state_dict(plain.state_dict())
+    x = torch.randn(3, 1, 80, 80)
+    a, b = plain(x, plain.initial_state(3)), fast(x, fast.initial_state(3))
+    torch.testing.assert_close(a[1], b[1], rtol=1e-4, atol=1e-5)
+    (a[0].sum() + a[1].pow(2).sum()).backward()
+    (b[0].sum() + b[1].pow(2).sum()).backward()
+    for p, q in zip(plain.parameters(), fast.parameters()):
+        torch.testing.assert_close(p.grad, q.grad.contiguous(), rtol=1e-3, atol=1e-5)
