@@ -95,6 +95,8 @@ def build_parser(suppress_defaults=False):
     add("--model", default="auto", choices=["auto", "a3clstm", "mlplstm", "nature", "resnet"],
         help="network: auto = a3clstm for Atari, mlplstm for vectors; nature and resnet are feed-forward on 4 "
              "stacked 84x84 frames")
+    add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
+        help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
     add("--bf16", action=argparse.BooleanOptionalAction, default=False,
         help="bfloat16 autocast for the workers' forward passes on CPUs/GPUs that support it (faster, less exact)")
     add("--envs-per-worker", type=int, default=1, help="environments each worker steps together (batched)")

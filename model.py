@@ -166,10 +166,10 @@ CONV_MODELS = ("a3clstm", "nature", "resnet")
 FRAME_FORMAT = {"a3clstm": (80, 1), "nature": (84, 4), "resnet": (84, 4)}
 
 
-def fast_layout(model, meta):
+def fast_layout(model, meta, enabled=True):
     """Channels-last weights for conv models: about 1.3-2x faster convolutions on CPU (see BENCHMARKS.md). Loading
     weights into such a replica and copying its gradients out work unchanged (copy_ converts layouts)."""
-    if meta["model"] in CONV_MODELS:
+    if enabled and meta["model"] in CONV_MODELS:
         model = model.to(memory_format=torch.channels_last)
     return model
 

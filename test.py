@@ -57,7 +57,7 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
     device = device_for(args.gpu_ids, 0)
     env = make_env(settings, train=False)
     env.reset(seed=args.seed + args.workers)
-    model = fast_layout(build_model(meta).to(device), meta)
+    model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     model.eval()
 
     logger = make_logger(paths["log_file"])

@@ -81,7 +81,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     batch = args.envs_per_worker
 
     envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=is_atari(settings.env_id))
-    model = fast_layout(build_model(meta).to(device), meta)
+    model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     model.train()
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
     if optimizer is None:  # --no-shared-optimizer: statistics of this worker's own

@@ -1,0 +1,209 @@
+"""Benchmark: how fast a3g trains, and how close that is to what this machine allows.
+
+    python bench.py                      # PongNoFrameskip-v4, the standard configurations (about 6 minutes)
+    python bench.py --quick              # a short end-to-end pass (seconds), as the tests run it
+    python bench.py --configs "a3clstm:1" "nature:8:bf16" --seconds 60
+
+In one run and one process tree it measures
+(a) the emulator ceiling: every core stepping the preprocessed game with random actions (frames/s);
+(b) the network's own cost per agent step on this device, one thread: inference at the configuration's batch, and
+    a training rollout (forward with autograd over num_steps x envs, backward, Adam step) per sample;
+(c) real training frames/s of each configuration (workers = cores, evaluator included), after a warm-up.
+The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
+emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
+straightforward one-env-per-worker loop). A configuration is ``model:envs_per_worker[:bf16][:nocl]``.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+import main as a3g
+from environment import EnvSettings, frames_per_step, make_env
+from model import FRAME_FORMAT, build_model, fast_layout
+from shared_optim import make_optimizer
+from utils import RunState
+
+STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16"]
+
+
+def parse_config(text):
+    parts = text.split(":")
+    model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
+    return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:], "channels_last": "nocl" not in parts[2:]}
+
+
+def emulator_worker(env_id, frame_size, frame_stack, seconds, seed, queue):
+    torch.set_num_threads(1)
+    env = make_env(EnvSettings(env_id, frame_size=frame_size, frame_stack=frame_stack), train=True)
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(100):
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                env.reset()
+        steps += 100
+    queue.put(steps / (time.perf_counter() - start))
+
+
+def emulator_ceiling(env_id, frame_format, cores, seconds):
+    """Agent steps/s of all cores together stepping the preprocessed game at random."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=emulator_worker, args=(env_id, *frame_format, seconds, i, queue)) for i in range(cores)]
+    for p in procs:
+        p.start()
+    rates = [queue.get(timeout=seconds + 120) for _ in procs]
+    for p in procs:
+        p.join()
+    return sum(rates)
+
+
+def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3):
+    """Seconds per agent step: (inference at this batch, training rollout forward+backward+Adam per sample)."""
+    torch.set_num_threads(1)
+    model = fast_layout(build_model(meta), meta, channels_last)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    obs = torch.randn(num_steps, batch, *meta["obs_shape"])
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+    with torch.no_grad(), autocast:
+        state = model.initial_state(batch)
+        for _ in range(3):
+            model(obs[0], state)
+        start = time.perf_counter()
+        for t in range(num_steps):
+            _, _, state = model(obs[t], state)
+        infer = (time.perf_counter() - start) / (num_steps * batch)
+    best = float("inf")
+    for it in range(iters + 1):
+        start = time.perf_counter()
+        state = model.initial_state(batch)
+        losses = []
+        for t in range(num_steps):
+            with autocast:
+                value, logits, state = model(obs[t], state)
+            losses.append(value.float().pow(2).mean() - logits.float().log_softmax(-1).mean())
+        optimizer.zero_grad()
+        torch.stack(losses).sum().backward()
+        optimizer.step()
+        if it:  # the first is warm-up
+            best = min(best, (time.perf_counter() - start) / (num_steps * batch))
+    return infer, best
+
+
+def training_fps(env_id, config, workers, warmup, seconds, out):
+    """Real A3G training (workers + evaluator, as main.py runs it): frames/s after the warm-up."""
+    argv = ["--env", env_id, "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
+            str(config["envs"]), "--gpu-ids", "-1", "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
+            "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
+            "--channels-last" if config["channels_last"] else "--no-channels-last"]
+    args, settings, meta, _, _ = a3g.validate(argv)
+    shared_model = build_model(meta)
+    shared_model.share_memory()
+    optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad)
+    ctx = mp.get_context("spawn")
+    state = RunState(ctx)
+    paths = a3g.prepare_run_dir(args, None)
+    supervisor = a3g.Supervisor(ctx, args, settings, meta, shared_model, optimizer, state, paths, 0.0,
+                                lambda message, echo=True: None)
+    supervisor.start()
+    try:
+        deadline = time.monotonic() + warmup + 120  # start-up (imports) does not count as warm-up
+        while state.frames.value == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(warmup)
+        f0, t0 = state.frames.value, time.monotonic()
+        time.sleep(seconds)
+        f1, t1 = state.frames.value, time.monotonic()
+    finally:
+        supervisor.stop()
+    return (f1 - f0) / (t1 - t0)
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", default="PongNoFrameskip-v4")
+    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl] ...")
+    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="default: cores")
+    p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
+    p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
+    p.add_argument("--emulator-seconds", type=float, default=10.0)
+    p.add_argument("--quick", action="store_true", help="seconds, not minutes: one configuration, short phases")
+    p.add_argument("--json", default="bench.json", help="write the results here")
+    args = p.parse_args()
+    if args.quick:
+        args.configs = args.configs if args.configs != STANDARD else ["a3clstm:2"]
+        args.seconds, args.warmup, args.emulator_seconds = 3.0, 2.0, 1.0
+    configs = [parse_config(c) for c in args.configs]
+    cores = len(os.sched_getaffinity(0))
+    skip = frames_per_step(args.env, 4)
+    print(f"bench: {args.env} on {cpu_name()}, {cores} cores, torch {torch.__version__}, {args.workers} workers",
+          flush=True)
+
+    emulator = {}
+    for fmt in sorted({FRAME_FORMAT.get(c["model"], (80, 1)) for c in configs}):
+        steps = emulator_ceiling(args.env, fmt, cores, args.emulator_seconds)
+        emulator[fmt] = steps
+        print(f"bench: emulator ceiling ({fmt[0]}x{fmt[0]}x{fmt[1]}): {steps * skip:,.0f} frames/s on {cores} cores "
+              f"({steps * skip / cores:,.0f} per core)", flush=True)
+
+    results = []
+    for config in configs:
+        with tempfile.TemporaryDirectory(prefix="a3g-bench-") as out:
+            argv = ["--env", args.env, "--model", config["model"], "--run-dir", out]
+            _, _, meta, _, _ = a3g.validate(argv)
+            infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
+                                        iters=1 if args.quick else 3)
+            fps = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out)
+        fmt = FRAME_FORMAT.get(config["model"], (80, 1))
+        emu_step = cores / emulator[fmt]  # core-seconds per agent step in the emulator
+        net_fps = cores * skip / train
+        emu_fps = emulator[fmt] * skip
+        both_fps = cores * skip / (train + emu_step)
+        results.append({**config, "fps": fps, "inference_ms_per_step": infer * 1e3, "train_ms_per_step": train * 1e3,
+                        "network_ceiling_fps": net_fps, "emulator_ceiling_fps": emu_fps,
+                        "combined_ceiling_fps": both_fps, "ratio_to_min_ceiling": fps / min(net_fps, emu_fps),
+                        "ratio_to_combined_ceiling": fps / both_fps})
+        print(f"bench: {config['name']}: {fps:,.0f} frames/s (network: inference {infer * 1e3:.2f} ms, training "
+              f"{train * 1e3:.2f} ms per step)", flush=True)
+
+    base = results[0]["fps"]
+    header = (f"{'configuration':<18}{'frames/s':>10}{'x base':>8}{'net ceil':>10}{'emu ceil':>10}{'both':>9}"
+              f"{'/min':>7}{'/both':>7}")
+    print("\n" + header + "\n" + "-" * len(header))
+    for r in results:
+        print(f"{r['name']:<18}{r['fps']:>10,.0f}{r['fps'] / base:>8.2f}{r['network_ceiling_fps']:>10,.0f}"
+              f"{r['emulator_ceiling_fps']:>10,.0f}{r['combined_ceiling_fps']:>9,.0f}"
+              f"{r['ratio_to_min_ceiling']:>7.0%}{r['ratio_to_combined_ceiling']:>7.0%}")
+    report = {"env": args.env, "cpu": cpu_name(), "cores": cores, "workers": args.workers, "torch": torch.__version__,
+              "python": platform.python_version(), "seconds": args.seconds, "warmup": args.warmup,
+              "emulator_steps_per_s": {f"{k[0]}x{k[1]}": v for k, v in emulator.items()}, "frames_per_step": skip,
+              "results": results}
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"\nbench: results in {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""bench.py end to end in its short mode: every phase runs and the JSON holds the figures."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+
+@pytest.mark.slow
+def test_bench_quick_runs_end_to_end(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, "bench.py", "--quick", "--json", str(out)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["env"] == "PongNoFrameskip-v4" and report["frames_per_step"] == 4
+    (row,) = report["results"]
+    assert row["fps"] > 0 and row["train_ms_per_step"] > 0 and row["inference_ms_per_step"] > 0
+    assert row["emulator_ceiling_fps"] > row["fps"] and row["combined_ceiling_fps"] > 0
+    assert "frames/s" in result.stdout and "a3clstm:2" in result.stdout
