@@ -210,3 +210,16 @@ def test_fuzzed_flags_end_to_end(tmp_path):
         result = run_main(*argv, *out_dirs(tmp_path, f"r{i}"), timeout=240)
         assert result.returncode in (0, 2), (argv, result.stderr[-2000:])
         assert "Traceback" not in result.stderr, (argv, result.stderr[-2000:])
+
+
+@pytest.mark.slow
+def test_short_soak_has_no_leaks(tmp_path):
+    """soak.py in miniature: 2 x cores workers; file descriptors, /dev/shm entries and memory stay flat."""
+    out = tmp_path / "soak.json"
+    result = subprocess.run([sys.executable, "soak.py", "--seconds", "40", "--interval", "4", "--env", "CartPole-v1",
+                             "--json", str(out), "--", "--hidden-size", "32"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    report = read_json(out)
+    assert report["returncode"] == 0 and report["fds_end"] <= report["fds_start"] + 2
+    assert any(k.startswith("supervisor") for k in report["peak_rss_mb"])
