@@ -40,7 +40,8 @@ STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "natur
 def parse_config(text):
     parts = text.split(":")
     model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
-    return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:], "channels_last": "nocl" not in parts[2:]}
+    return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
+            "channels_last": "nocl" not in parts[2:]}
 
 
 def emulator_worker(env_id, frame_size, frame_stack, seconds, seed, queue):
@@ -103,12 +104,13 @@ def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3):
     return infer, best
 
 
-def training_fps(env_id, config, workers, warmup, seconds, out):
+def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_nice=0):
     """Real A3G training (workers + evaluator, as main.py runs it): frames/s after the warm-up."""
     argv = ["--env", env_id, "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
             str(config["envs"]), "--gpu-ids", "-1", "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
-            "--channels-last" if config["channels_last"] else "--no-channels-last"]
+            "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-nice",
+            str(evaluator_nice)]
     args, settings, meta, _, _ = a3g.validate(argv)
     shared_model = build_model(meta)
     shared_model.share_memory()
@@ -148,6 +150,7 @@ def main():
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
     p.add_argument("--emulator-seconds", type=float, default=10.0)
+    p.add_argument("--evaluator-nice", type=int, default=0, help="main.py's --evaluator-nice for the training runs")
     p.add_argument("--quick", action="store_true", help="seconds, not minutes: one configuration, short phases")
     p.add_argument("--json", default="bench.json", help="write the results here")
     args = p.parse_args()
@@ -174,7 +177,7 @@ def main():
             _, _, meta, _, _ = a3g.validate(argv)
             infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
                                         iters=1 if args.quick else 3)
-            fps = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out)
+            fps = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out, args.evaluator_nice)
         fmt = FRAME_FORMAT.get(config["model"], (80, 1))
         emu_step = cores / emulator[fmt]  # core-seconds per agent step in the emulator
         net_fps = cores * skip / train
@@ -196,6 +199,7 @@ def main():
               f"{r['emulator_ceiling_fps']:>10,.0f}{r['combined_ceiling_fps']:>9,.0f}"
               f"{r['ratio_to_min_ceiling']:>7.0%}{r['ratio_to_combined_ceiling']:>7.0%}")
     report = {"env": args.env, "cpu": cpu_name(), "cores": cores, "workers": args.workers, "torch": torch.__version__,
+              "evaluator_nice": args.evaluator_nice,
               "python": platform.python_version(), "seconds": args.seconds, "warmup": args.warmup,
               "emulator_steps_per_s": {f"{k[0]}x{k[1]}": v for k, v in emulator.items()}, "frames_per_step": skip,
               "results": results}

@@ -23,6 +23,7 @@ try:  # ale-py registers the ALE/* and *NoFrameskip-v4 ids with gymnasium
     import ale_py
 
     gym.register_envs(ale_py)
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr for every game created
 except ImportError:  # pragma: no cover - ale-py is a hard requirement, but classic control still works without it
     ale_py = None
 

@@ -15,11 +15,10 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts: every process runs one thread (see utils.py)
 
 import argparse
+import collections
 import csv
 import datetime
-import collections
 import json
-import logging
 import math
 import signal
 import sys
@@ -35,8 +34,9 @@ from model import FRAME_FORMAT, ModelError, build_model, choose_model, model_met
 from shared_optim import make_optimizer
 from test import PROGRESS_FIELDS, test
 from train import train
-from utils import (FORMAT_VERSION, CheckpointError, RunState, Stopwatch, atomic_torch_save, atomic_write_text,
-                   check_compatible, env_file_name, format_time, load_checkpoint)
+from utils import (FORMAT_VERSION, CheckpointError, OneLineParser, RunState, Stopwatch, atomic_torch_save,
+                   atomic_write_text, check_compatible, env_file_name, file_logger, format_time,
+                   load_checkpoint)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -48,13 +48,6 @@ def default_workers():
 
 def default_gpu_ids():
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else [-1]
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Bad input is one line on stderr and exit 2 (argparse would print the usage block first)."""
-
-    def error(self, message):
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def build_parser(suppress_defaults=False):
@@ -107,6 +100,9 @@ def build_parser(suppress_defaults=False):
     add("--max-grad-norm", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
     add("--run-dir", default=None, help="exact run directory (default: runs/<env>__<seed>__<timestamp>)")
     add("--resume", default=None, help="continue from a run directory or its checkpoint.pt")
+    add("--evaluator-nice", type=int, default=0, choices=range(0, 20), metavar="0..19",
+        help="scheduling niceness of the evaluator: 10 leaves the workers the CPU (up to 1.5x frames/s on 2 cores) "
+             "but evaluator games, and so 'solved', come later")
     add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
     add("--keep-checkpoints", type=int, default=3,
         help="checkpoints kept: checkpoint.pt and the previous ones as checkpoint-<frames>.pt")
@@ -475,11 +471,7 @@ def main(argv=None):
 
 def make_supervisor_log(log_file):
     """``log(message)``: to stderr (unless echo=False) and to the run's text log, for what the supervisor does."""
-    logger = logging.getLogger("a3g.main")
-    logger.setLevel(logging.INFO)
-    handler = logging.FileHandler(log_file)
-    handler.setFormatter(logging.Formatter("%(asctime)s : main: %(message)s"))
-    logger.addHandler(handler)
+    logger = file_logger("a3g.main", log_file, prefix="main: ")
 
     def log(message, echo=True):
         logger.info(message)

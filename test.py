@@ -9,7 +9,6 @@ Games are whole (no life-loss episodes) and scored with raw, unclipped rewards. 
 
 import collections
 import csv
-import logging
 import os
 import sys
 import time
@@ -19,18 +18,10 @@ import torch
 
 from environment import make_env
 from model import build_model, fast_layout
-from utils import FORMAT_VERSION, atomic_torch_save, device_for, format_time, parent_alive, setup_child_process
+from utils import (FORMAT_VERSION, atomic_torch_save, device_for, file_logger, format_time, parent_alive,
+                   setup_child_process)
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
-
-
-def make_logger(log_file):
-    logger = logging.getLogger("a3g.test")
-    logger.setLevel(logging.INFO)
-    handler = logging.FileHandler(log_file)
-    handler.setFormatter(logging.Formatter("%(asctime)s : %(message)s"))
-    logger.addHandler(handler)
-    return logger
 
 
 def play_game(env, model, device, state, max_steps, parent_pid):
@@ -54,13 +45,17 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
     """``start_seconds`` and ``start_frames``: the run's time and frames when this invocation began (at
     ``run_started``, a ``time.time()``), so that times and frames/s stay right across resumes and restarts."""
     setup_child_process(args.seed + args.workers, parent_pid)
+    # With one worker per core the evaluator takes its share of the CPU (a third on 2 cores). --evaluator-nice
+    # gives the workers priority: more frames/s, but games, and so 'solved', come later (see BENCHMARKS.md).
+    if args.evaluator_nice:
+        os.nice(args.evaluator_nice)
     device = device_for(args.gpu_ids, 0)
     env = make_env(settings, train=False)
     env.reset(seed=args.seed + args.workers)
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     model.eval()
 
-    logger = make_logger(paths["log_file"])
+    logger = file_logger("a3g.test", paths["log_file"])
     writer = None
     if args.tensorboard_logger:
         from torch.utils.tensorboard import SummaryWriter  # imported here: only the evaluator writes events

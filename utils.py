@@ -1,15 +1,25 @@
 """Small shared pieces: the state shared between processes, child-process set-up, checkpoint files, formatting."""
 
+import argparse
 import ctypes
 import errno
+import logging
 import math
 import os
 import signal
 import time
+import zipfile
 
 import torch
 
 FORMAT_VERSION = 1  # of checkpoint.pt and trained_models/<env>.pt; bump when their layout changes
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input is one line on stderr and exit 2 (argparse would print the usage block first)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 class CheckpointError(ValueError):
@@ -146,6 +156,8 @@ def load_checkpoint(path, kind=None):
         path = os.path.join(path, "checkpoint.pt")
     if not os.path.isfile(path):
         raise CheckpointError(f"{path} not found")
+    if not zipfile.is_zipfile(path):  # torch.save writes zip archives; anything else would give a misleading error
+        raise CheckpointError(f"{path} is not a torch checkpoint (empty, truncated or another format)")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # unpickling errors, truncated zip files, refused globals...
@@ -171,6 +183,16 @@ def check_compatible(data, path, env_id, meta):
         raise CheckpointError(f"{path} was trained on {saved_env}, not {env_id}")
     if data["model_meta"] != meta:
         raise CheckpointError(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")
+
+
+def file_logger(name, log_file, prefix=""):
+    """A logger that appends time-stamped lines to ``log_file`` (the run's text log, shared by the processes)."""
+    logger = logging.getLogger(name)
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(log_file)
+    handler.setFormatter(logging.Formatter(f"%(asctime)s : {prefix}%(message)s"))
+    logger.addHandler(handler)
+    return logger
 
 
 def format_time(seconds):

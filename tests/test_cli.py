@@ -1,7 +1,6 @@
 """Bad input: exit 2 with one clear line on stderr, never a traceback, never code run from a checkpoint."""
 
 import os
-import pickle
 
 import pytest
 import torch

@@ -8,7 +8,8 @@ from returns import gae_advantages, nstep_returns
 
 
 def reference_nstep(rewards, dones, bootstrap, gamma):
-    """R_t = sum_{k=t}^{T-1} gamma^{k-t} r_k * prod_{j=t}^{k-1} (1 - done_j)  +  gamma^{T-t} V_T prod_{j=t}^{T-1} (1 - done_j)."""
+    """R_t = sum_{k=t}^{T-1} gamma^{k-t} r_k prod_{j<k} (1 - done_j) + gamma^{T-t} V_T prod_{j<T} (1 - done_j)
+    (A3C, Algorithm S3, written out as a sum instead of a recursion)."""
     T = len(rewards)
     out = np.zeros(T)
     for t in range(T):

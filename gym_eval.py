@@ -1,0 +1,529 @@
+"""Evaluate a trained model: play full games with it, print the scores, optionally watch or record them.
+
+    python gym_eval.py --env CartPole-v1                          # 100 greedy games with trained_models/CartPole-v1.pt
+    python gym_eval.py --env PongNoFrameskip-v4 -ne 5 --record videos/   # and write each game as an MP4
+    python gym_eval.py --model-path my_models/Pong.pt --json scores.json # any model file; its own env is used
+
+rl_a3c_pytorch's gym_eval.py flags keep their names and meaning. The network and the preprocessing are rebuilt
+from what the model file stores (``model_meta`` and ``env``), so ``--hidden-size``, ``--skip-rate`` and
+``--env-config`` need not be repeated. Games are whole games (no life-loss episodes) scored with raw rewards, and
+the policy is greedy (argmax) unless ``--stochastic``.
+
+Exit codes: 0 done, 2 bad input (one line on stderr), 130 Ctrl-C (the games finished so far are still summarised).
+"""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts: evaluation needs no thread pool
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+
+import argparse
+import glob
+import json
+import math
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
+from environment import make_env
+from model import ModelError, build_model
+from utils import CheckpointError, OneLineParser, atomic_write_text, env_file_name, file_logger, load_checkpoint
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_SIGINT = 0, 2, 130
+DEFAULT_ENV = "PongNoFrameskip-v4"
+ATARI_FPS = 60.0  # the Atari 2600's frame rate: a recording plays in real time at 60 / frames-per-agent-step
+
+
+class BadInput(ValueError):
+    """Reported as one line on stderr, exit 2."""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show defaults, except the empty ones (None, off switches), whose help says what happens instead."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def build_parser():
+    p = OneLineParser(prog="gym_eval.py", description="Play full games with a trained a3g model and score them.",
+                      formatter_class=HelpFormatter)
+    add = p.add_argument
+    # rl_a3c_pytorch's gym_eval.py flags: same names, short forms and meaning
+    add("-ev", "--env", default=None,
+        help=f"gymnasium environment id (default: {DEFAULT_ENV}, or the model's own env with --model-path)")
+    add("-evc", "--env-config", default=None,
+        help="per-game crop settings (JSON); default: the crop stored in the model (Atari only)")
+    add("-ne", "--num-episodes", type=positive_int, default=100, help="full games to play")
+    add("-lmd", "--load-model-dir", default="trained_models/", help="folder the model <env>.pt is read from")
+    add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_mon_log")
+    add("-r", "--render", action="store_true", help="watch the games in a window (needs a display and pygame)")
+    add("-rf", "--render-freq", type=positive_int, default=1,
+        help="--render and --record show/write every N-th game (games 1, 1+N, 1+2N, ...)")
+    add("-mel", "--max-episode-length", type=positive_int, default=None,
+        help="cut a game after this many agent steps (default: the model's setting)")
+    add("-nge", "--new-gym-eval", action="store_true",
+        help="also write a monitor record into <log-dir>/<env>_monitor/: stats.json (gym Monitor format) and "
+             "videos of games 0, 1, 8, 27, ... (gymnasium RecordVideo's schedule)")
+    add("-s", "--seed", type=int, default=1, help="seed of the environment (and of --stochastic sampling)")
+    add("-gp", "--gpu-id", type=int, default=-1, help="GPU to run the network on; -1 = CPU")
+    add("-hs", "--hidden-size", type=positive_int, default=None,
+        help="LSTM size; read from the model file, so only a check (a different value is an error)")
+    add("--skip-rate", type=positive_int, default=None,
+        help="Atari frames per agent step (default: the model's setting; a different value overrides it)")
+    # a3g's own
+    add("--model-path", default=None, help="model file to load instead of <load-model-dir>/<env>.pt")
+    add("--stochastic", action="store_true", help="sample actions from the policy instead of taking the argmax")
+    add("--json", default=None, metavar="PATH", help="write the episodes and the summary as JSON to PATH")
+    add("--record", default=None, metavar="DIR", help="write games as videos into DIR (every --render-freq-th)")
+    add("--video-format", default="mp4", choices=["mp4", "gif"],
+        help="video container for --record/--new-gym-eval; MP4 falls back to GIF where OpenCV cannot write it")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loading: the model file decides the network and the preprocessing
+
+
+def load_model_file(args):
+    """Returns (path, data, settings, model, notes); raises BadInput/CheckpointError/ConfigError/ModelError."""
+    if args.env is not None:
+        env_spec(args.env)  # an unknown id fails here, before any file is read
+    if args.model_path is not None:
+        path = args.model_path
+    else:
+        path = os.path.join(args.load_model_dir, f"{env_file_name(args.env or DEFAULT_ENV)}.pt")
+    if not os.path.isfile(path):
+        hint = "" if args.model_path else " (train one with main.py, or give --model-path FILE)"
+        raise BadInput(f"model file {path} not found{hint}")
+    data = load_checkpoint(path, kind="model")
+    env_dict = data.get("env")
+    if not isinstance(env_dict, dict) or not isinstance(env_dict.get("env_id"), str):
+        raise BadInput(f"{path} does not say which environment it was trained on (no 'env' entry)")
+    saved_env = env_dict["env_id"]
+    if args.env is None:
+        args.env = saved_env if args.model_path is not None else DEFAULT_ENV
+    if saved_env != args.env:
+        raise BadInput(f"{path} was trained on {saved_env}, not {args.env}")
+    try:
+        settings = EnvSettings(**env_dict)
+    except TypeError as exc:
+        raise BadInput(f"{path} has an unreadable 'env' entry ({exc})") from None
+
+    notes = []
+    meta = data["model_meta"]
+    if not isinstance(meta, dict):
+        raise BadInput(f"{path} has an unreadable 'model_meta' entry")
+    if args.hidden_size is not None and args.hidden_size != meta.get("hidden_size"):
+        raise BadInput(f"--hidden-size {args.hidden_size} does not match the model's {meta.get('hidden_size')} "
+                       f"(the network is rebuilt from {path}; leave --hidden-size out)")
+    if args.max_episode_length is not None:
+        settings.max_episode_length = args.max_episode_length
+    atari = is_atari(args.env)
+    if args.skip_rate is not None and atari and args.skip_rate != settings.skip_rate:
+        notes.append(f"--skip-rate {args.skip_rate} overrides the model's {settings.skip_rate}")
+        settings.skip_rate = args.skip_rate
+    if args.env_config is not None and atari:
+        crop = env_conf_for(args.env, load_env_config(args.env_config))
+        if crop != settings.crop:
+            notes.append(f"--env-config crop {crop} overrides the model's {settings.crop}")
+            settings.crop = crop
+
+    try:
+        model = build_model(meta)
+        model.load_state_dict(data["state_dict"])
+    except ModelError:
+        raise
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BadInput(f"{path}: the weights do not fit the network it describes ({reason[:200]})") from None
+    return path, data, settings, model, notes
+
+
+def check_env_fits(env, meta, path):
+    obs_shape = [int(d) for d in env.observation_space.shape]
+    if obs_shape != list(meta["obs_shape"]) or env.action_space.n != meta["num_actions"]:
+        raise BadInput(f"{path} expects observations {meta['obs_shape']} and {meta['num_actions']} actions, this "
+                       f"environment gives {obs_shape} and {env.action_space.n}")
+
+
+def device_for_flag(gpu_id):
+    if gpu_id < 0:
+        return torch.device("cpu")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpu_id >= count:
+        raise BadInput(f"--gpu-id {gpu_id} not available: this machine has {count} CUDA device(s) "
+                       f"(use --gpu-id -1 for the CPU)")
+    return torch.device(f"cuda:{gpu_id}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Watching and recording
+
+
+def video_fps(settings, env):
+    """Real-time playback rate of one rendered frame per agent step."""
+    if is_atari(settings.env_id):
+        return ATARI_FPS / frames_per_step(settings.env_id, settings.skip_rate)
+    return float(env.metadata.get("render_fps") or 30)
+
+
+def check_display():
+    """--render needs a real window: a display and pygame. Raises BadInput with one line otherwise."""
+    hint = "; use --record DIR to write the games as videos instead"
+    if sys.platform.startswith("linux") or "bsd" in sys.platform:
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            raise BadInput(f"--render needs a display and there is none (DISPLAY is not set){hint}")
+    try:
+        import pygame
+    except ImportError:
+        raise BadInput(f"--render needs pygame, which is not installed (pip install pygame){hint}") from None
+    try:
+        pygame.display.init()
+        driver = pygame.display.get_driver()
+    except pygame.error as exc:
+        raise BadInput(f"--render cannot open a display ({exc}){hint}") from None
+    if driver in ("offscreen", "dummy"):
+        raise BadInput(f"--render needs a display and there is none (SDL video driver {driver!r}){hint}")
+
+
+class WindowClosed(Exception):
+    pass
+
+
+class Viewer:
+    """A pygame window showing the rendered RGB frames at the game's real-time rate."""
+
+    def __init__(self, title):
+        import pygame
+
+        self.pg = pygame
+        self.title = title
+        self.screen = None
+        self.clock = pygame.time.Clock()
+
+    def show(self, frame, fps):
+        pg = self.pg
+        h, w = frame.shape[:2]
+        if self.screen is None:
+            self.scale = max(1, round(600 / h)) if h < 300 else 1  # Atari's 210x160 is tiny on a modern screen
+            self.screen = pg.display.set_mode((w * self.scale, h * self.scale))
+            pg.display.set_caption(self.title)
+        for event in pg.event.get():
+            if event.type == pg.QUIT:
+                raise WindowClosed()
+        surface = pg.surfarray.make_surface(np.ascontiguousarray(frame.swapaxes(0, 1)))
+        if self.scale != 1:
+            surface = pg.transform.scale(surface, (w * self.scale, h * self.scale))
+        self.screen.blit(surface, (0, 0))
+        pg.display.flip()
+        self.clock.tick(fps)
+
+    def close(self):
+        if self.screen is not None:
+            self.pg.display.quit()
+
+
+_MP4_WORKS = {}
+
+
+def mp4_works(folder, size, fps):
+    """Can this OpenCV write an MP4 of this size that it can also read back? (Codecs vary between builds.)"""
+    import cv2
+
+    if size in _MP4_WORKS:
+        return _MP4_WORKS[size]
+    w, h = size
+    fd, probe = tempfile.mkstemp(suffix=".mp4", dir=folder)
+    os.close(fd)
+    ok = False
+    try:
+        writer = cv2.VideoWriter(probe, cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+        if writer.isOpened():
+            for i in range(3):
+                writer.write(np.full((h, w, 3), 80 * i, np.uint8))
+            writer.release()
+            capture = cv2.VideoCapture(probe)
+            got, frame = capture.read()
+            ok = bool(got) and frame is not None and frame.shape[:2] == (h, w)
+            capture.release()
+    finally:
+        os.remove(probe)
+    _MP4_WORKS[size] = ok
+    return ok
+
+
+class VideoRecorder:
+    """One game as a video: MP4 (OpenCV, mp4v) where it works, else GIF (Pillow). Frames are RGB uint8."""
+
+    def __init__(self, path_stem, fps, video_format, notes):
+        self.path_stem, self.fps, self.format, self.notes = path_stem, fps, video_format, notes
+        self.writer = None
+        self.gif_frames = None
+        self.path = None
+        self.frames = 0
+
+    def add(self, frame):
+        import cv2
+
+        if self.writer is None and self.gif_frames is None:
+            h, w = frame.shape[:2]
+            if self.format == "mp4" and mp4_works(os.path.dirname(self.path_stem) or ".", (w, h), self.fps):
+                self.path = self.path_stem + ".mp4"
+                self.writer = cv2.VideoWriter(self.path, cv2.VideoWriter_fourcc(*"mp4v"), self.fps, (w, h))
+            else:
+                if self.format == "mp4" and "gif" not in self.notes:
+                    self.notes["gif"] = True
+                    print("gym_eval.py: note: this OpenCV cannot write a readable MP4; writing GIF instead",
+                          file=sys.stderr, flush=True)
+                self.path = self.path_stem + ".gif"
+                self.gif_frames = []
+        if self.writer is not None:
+            self.writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+        else:
+            from PIL import Image
+
+            self.gif_frames.append(Image.fromarray(frame).convert("P", palette=Image.Palette.ADAPTIVE))
+        self.frames += 1
+
+    def close(self):
+        """Finish the file; returns its path (None if no frame came)."""
+        if self.writer is not None:
+            self.writer.release()
+            self.writer = None
+            import cv2
+
+            capture = cv2.VideoCapture(self.path)
+            readable = capture.isOpened() and capture.read()[0]
+            capture.release()
+            if not readable:
+                print(f"gym_eval.py: warning: {self.path} was written but OpenCV cannot read it back",
+                      file=sys.stderr, flush=True)
+        elif self.gif_frames:
+            # GIF delays are in 1/100 s; identical consecutive frames may be merged (with their delays summed)
+            self.gif_frames[0].save(self.path, save_all=True, append_images=self.gif_frames[1:],
+                                    duration=max(20, round(1000.0 / self.fps)), loop=0)
+            self.gif_frames = None
+        return self.path
+
+
+def is_render_error(exc):
+    import gymnasium
+
+    pygame = sys.modules.get("pygame")
+    return isinstance(exc, gymnasium.error.DependencyNotInstalled) or (pygame is not None and
+                                                                       isinstance(exc, pygame.error))
+
+
+def capped_cubic(episode_id):
+    """gym Monitor's and gymnasium RecordVideo's default schedule: episodes 0, 1, 8, 27, ..., 729, 1000, 2000, ..."""
+    if episode_id < 1000:
+        return int(round(episode_id ** (1.0 / 3))) ** 3 == episode_id
+    return episode_id % 1000 == 0
+
+
+class Monitor:
+    """--new-gym-eval: what gym.wrappers.Monitor recorded, for gymnasium: stats in gym's stats.json layout and
+    videos on RecordVideo's schedule, in <log-dir>/<env>_monitor/ (cleared first, like Monitor(force=True))."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        os.makedirs(folder, exist_ok=True)
+        for old in glob.glob(os.path.join(folder, "rl-video-episode-*")) + [os.path.join(folder, "stats.json")]:
+            if os.path.isfile(old):
+                os.remove(old)
+        self.stats = {"initial_reset_timestamp": time.time(), "timestamps": [], "episode_lengths": [],
+                      "episode_rewards": [], "episode_types": []}
+
+    def wants_video(self, index):
+        return capped_cubic(index)
+
+    def video_stem(self, index):
+        return os.path.join(self.folder, f"rl-video-episode-{index}")
+
+    def add(self, episode_return, length):
+        self.stats["timestamps"].append(time.time())
+        self.stats["episode_lengths"].append(int(length))
+        self.stats["episode_rewards"].append(float(episode_return))
+        self.stats["episode_types"].append("t")
+        write_json(os.path.join(self.folder, "stats.json"), self.stats)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Playing
+
+
+def play_game(env, model, device, max_steps, stochastic, frame_sinks, fps, seed=None):
+    """One whole game; returns (return, length). ``frame_sinks``: callables given each rendered RGB frame."""
+    obs, _ = env.reset(seed=seed)
+    if frame_sinks:
+        frame = env.render()
+        for sink in frame_sinks:
+            sink(frame)
+    hx, cx = model.initial_state(1, device)
+    total, length = 0.0, 0
+    with torch.no_grad():
+        while True:
+            _, logits, (hx, cx) = model(torch.from_numpy(np.asarray(obs)).unsqueeze(0).to(device), (hx, cx))
+            if stochastic:
+                action = int(torch.distributions.Categorical(logits=logits).sample().item())
+            else:
+                action = int(logits.argmax(-1).item())
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            length += 1
+            if frame_sinks:
+                frame = env.render()
+                for sink in frame_sinks:
+                    sink(frame)
+            if terminated or truncated or length >= max_steps:
+                return total, length
+
+
+def summary_line(env_id, returns):
+    r = np.asarray(returns, dtype=np.float64)
+    return (f"{env_id}: mean {r.mean():.2f} ± {r.std():.2f} over {len(r)} episodes "
+            f"(best {r.max():g}, worst {r.min():g})")
+
+
+def write_json(path, obj):
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def prepare_outputs(args):
+    """Create every output folder up front, so that a bad path fails before any game is played."""
+    try:
+        os.makedirs(args.log_dir, exist_ok=True)
+        if args.record:
+            os.makedirs(args.record, exist_ok=True)
+        if args.json:
+            parent = os.path.dirname(os.path.abspath(args.json))
+            os.makedirs(parent, exist_ok=True)
+            if os.path.isdir(args.json):
+                raise BadInput(f"--json {args.json} is a folder; give a file name")
+        monitor = Monitor(os.path.join(args.log_dir, f"{env_file_name(args.env)}_monitor")) if args.new_gym_eval \
+            else None
+    except OSError as exc:
+        raise BadInput(f"cannot create an output folder: {exc}") from None
+    return monitor
+
+
+def main(argv=None):
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    torch.set_num_threads(1)
+    rendering = args.render or args.record is not None or args.new_gym_eval
+    if not args.render:  # off-screen rendering (pygame for classic control): no window, no audio device, no noise
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    try:
+        if args.render:
+            check_display()
+        device = device_for_flag(args.gpu_id)
+        path, data, settings, model, notes = load_model_file(args)
+        if rendering and not is_atari(args.env):
+            try:
+                import pygame  # noqa: F401  (gymnasium draws classic control frames with it)
+            except ImportError:
+                raise BadInput(f"rendering {args.env} (--render/--record/--new-gym-eval) needs pygame: "
+                               f"pip install pygame") from None
+        env = make_env(settings, train=False, render_mode="rgb_array" if rendering else None)
+        check_env_fits(env, data["model_meta"], path)
+        monitor = prepare_outputs(args)
+    except (BadInput, ConfigError, ModelError, CheckpointError) as exc:
+        print(f"gym_eval.py: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for note in notes:
+        print(f"gym_eval.py: note: {note}", file=sys.stderr)
+
+    torch.manual_seed(args.seed)
+    env.action_space.seed(args.seed)
+    model = model.to(device).eval()
+    meta = data["model_meta"]
+    fps = video_fps(settings, env)
+    policy = "stochastic" if args.stochastic else "greedy"
+    logger = file_logger("a3g.gym_eval", os.path.join(args.log_dir, f"{env_file_name(args.env)}_mon_log"))
+    saved_frames, saved_return = float(data.get("frames", math.nan)), float(data.get("return", math.nan))
+    header = (f"gym_eval: {args.env}, model {path} ({meta['model']}, hidden {meta['hidden_size']}; saved at "
+              f"{saved_frames:.0f} frames after a game of {saved_return:g}), {args.num_episodes} {policy} games, "
+              f"seed {args.seed}")
+    print(header, flush=True)
+    logger.info(header)
+
+    viewer = Viewer(f"a3g: {args.env}") if args.render else None
+    episodes, code, format_notes = [], EXIT_OK, {}
+    try:
+        for i in range(args.num_episodes):
+            shown = (i % args.render_freq) == 0
+            sinks, recorders = [], []
+            if viewer is not None and shown:
+                sinks.append(lambda frame: viewer.show(frame, fps))
+            if args.record is not None and shown:
+                stem = os.path.join(args.record, f"{env_file_name(args.env)}_episode{i + 1:03d}")
+                recorders.append(VideoRecorder(stem, fps, args.video_format, format_notes))
+            if monitor is not None and monitor.wants_video(i):
+                recorders.append(VideoRecorder(monitor.video_stem(i), fps, args.video_format, format_notes))
+            sinks += [rec.add for rec in recorders]
+            try:
+                episode_return, length = play_game(env, model, device, settings.max_episode_length,
+                                                   args.stochastic, sinks, fps, seed=args.seed if i == 0 else None)
+            finally:
+                videos = [rec.close() for rec in recorders]
+            episodes.append({"return": episode_return, "length": length})
+            if monitor is not None:
+                monitor.add(episode_return, length)
+            mean = float(np.mean([e["return"] for e in episodes]))
+            line = (f"Episode {i + 1}/{args.num_episodes}, episode reward {episode_return:g}, "
+                    f"episode length {length}, reward mean {mean:.4f}")
+            if args.record is not None and shown and videos[0]:
+                line += f", video {videos[0]} ({recorders[0].frames} frames at {fps:g} fps)"
+            print(line, flush=True)
+            logger.info(line)
+    except (KeyboardInterrupt, WindowClosed) as exc:
+        code = EXIT_SIGINT if isinstance(exc, KeyboardInterrupt) else EXIT_OK
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else "window closed"
+        print(f"gym_eval.py: {why} after {len(episodes)} complete game(s)", file=sys.stderr, flush=True)
+    except Exception as exc:  # a renderer that fails mid-run: one line, not a traceback
+        if not is_render_error(exc):
+            raise
+        print(f"gym_eval.py: error: rendering failed ({str(exc).splitlines()[0] if str(exc) else exc!r})",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    finally:
+        env.close()
+        if viewer is not None:
+            viewer.close()
+
+    if not episodes:
+        return code
+    returns = [e["return"] for e in episodes]
+    line = summary_line(args.env, returns)
+    print(line, flush=True)
+    logger.info(line)
+    if args.json:
+        r = np.asarray(returns, dtype=np.float64)
+        write_json(args.json, {
+            "env": args.env, "model": path, "policy": policy, "seed": args.seed,
+            "max_episode_length": settings.max_episode_length, "episodes": episodes,
+            "mean": float(r.mean()), "std": float(r.std()), "best": float(r.max()), "worst": float(r.min()),
+        })
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

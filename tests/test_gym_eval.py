@@ -1,0 +1,227 @@
+"""gym_eval.py as a user runs it: scores, JSON, recordings, and one-line errors for bad input."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from conftest import ROOT
+from environment import EnvSettings, env_conf_for, load_env_config
+from model import build_model, model_meta
+
+SUMMARY = re.compile(r"^(\S+): mean (-?[\d.]+) ± ([\d.]+) over (\d+) episodes \(best (\S+), worst (\S+)\)$")
+EPISODE = re.compile(r"^Episode (\d+)/(\d+), episode reward (\S+), episode length (\d+)")
+CARTPOLE_RENDER = (400, 600)  # rows, columns of CartPole-v1's rgb_array frames
+ATARI_RENDER = (210, 160)
+
+
+def run_eval(*flags, env=None, timeout=120):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "gym_eval.py"), *map(str, flags)],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def error_lines(stderr):
+    """stderr without the ALE's start-up banner, which its C++ core prints for every Atari game."""
+    return [line for line in stderr.splitlines() if line.strip() and not line.startswith(("A.L.E", "[Powered"))]
+
+
+def make_model_file(path, env_id, name, obs_shape, num_actions, hidden, crop=None):
+    """A model file in the layout test.save_model writes, with fresh (untrained) weights."""
+    meta = model_meta(name, obs_shape, num_actions, hidden)
+    model = build_model(meta)
+    torch.save({"format_version": 1, "kind": "model",
+                "env": EnvSettings(env_id, 4, 10000, crop).as_dict(), "model_meta": meta,
+                "state_dict": model.state_dict(), "return": 0.0, "frames": 0.0}, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def cartpole_model(cartpole_run):
+    path = cartpole_run / "trained_models" / "CartPole-v1.pt"
+    assert path.is_file()
+    return path
+
+
+def decode_mp4(path):
+    capture = cv2.VideoCapture(str(path))
+    assert capture.isOpened(), path
+    fps = capture.get(cv2.CAP_PROP_FPS)
+    frames = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame)
+    capture.release()
+    return frames, fps
+
+
+@pytest.mark.slow
+def test_scores_summary_and_json_agree(cartpole_model, tmp_path):
+    out = tmp_path / "scores.json"
+    result = run_eval("--env", "CartPole-v1", "--model-path", cartpole_model, "--num-episodes", 8,
+                      "--log-dir", tmp_path / "logs", "--json", out)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    episodes = [EPISODE.match(line) for line in lines if EPISODE.match(line)]
+    assert [int(m.group(1)) for m in episodes] == list(range(1, 9))
+    returns = np.array([float(m.group(3)) for m in episodes])
+    summary = SUMMARY.match(lines[-1])
+    assert summary, lines[-1]
+    env, mean, std, n, best, worst = summary.groups()
+    assert env == "CartPole-v1" and int(n) == 8
+    assert float(mean) == pytest.approx(returns.mean(), abs=0.006)
+    assert float(std) == pytest.approx(returns.std(), abs=0.006)
+    assert float(best) == returns.max() and float(worst) == returns.min()
+
+    data = json.loads(out.read_text())
+    assert data["env"] == "CartPole-v1"
+    assert [e["return"] for e in data["episodes"]] == returns.tolist()
+    assert all(set(e) == {"return", "length"} and e["length"] >= 1 for e in data["episodes"])
+    assert all(e["return"] == e["length"] for e in data["episodes"])  # CartPole pays 1 per step
+    assert data["mean"] == pytest.approx(returns.mean()) and data["std"] == pytest.approx(returns.std())
+    assert (data["best"], data["worst"]) == (returns.max(), returns.min())
+    log = (tmp_path / "logs" / "CartPole-v1_mon_log").read_text()
+    assert lines[-1] in log and "Episode 8/8" in log
+
+
+@pytest.mark.slow
+def test_model_found_in_load_model_dir_and_length_override(cartpole_model, tmp_path):
+    result = run_eval("--env", "CartPole-v1", "-lmd", cartpole_model.parent, "-ne", 3, "-mel", 7,
+                      "--log-dir", tmp_path, "--json", tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    assert all(e["length"] <= 7 for e in json.loads((tmp_path / "s.json").read_text())["episodes"])
+
+
+@pytest.mark.slow
+def test_record_mp4_every_render_freq_th_game(cartpole_model, tmp_path):
+    videos = tmp_path / "videos"
+    result = run_eval("--model-path", cartpole_model, "-ne", 3, "-rf", 2, "-mel", 25, "--record", videos,
+                      "--log-dir", tmp_path, "--json", tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    assert "CartPole-v1: mean" in result.stdout  # --env comes from the model file with --model-path
+    lengths = [e["length"] for e in json.loads((tmp_path / "s.json").read_text())["episodes"]]
+    assert sorted(os.listdir(videos)) == ["CartPole-v1_episode001.mp4", "CartPole-v1_episode003.mp4"]
+    for name, length in (("CartPole-v1_episode001.mp4", lengths[0]), ("CartPole-v1_episode003.mp4", lengths[2])):
+        frames, fps = decode_mp4(videos / name)
+        assert len(frames) == length + 1  # the start, then one frame per agent step
+        assert frames[0].shape == CARTPOLE_RENDER + (3,)
+        assert fps == pytest.approx(50)  # CartPole's render_fps: real time
+        assert frames[0].std() > 1  # a picture, not a blank
+
+
+@pytest.mark.slow
+def test_record_gif(cartpole_model, tmp_path):
+    result = run_eval("--model-path", cartpole_model, "-ne", 1, "-mel", 12, "--record", tmp_path,
+                      "--video-format", "gif", "--log-dir", tmp_path, "--json", tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    length = json.loads((tmp_path / "s.json").read_text())["episodes"][0]["length"]
+    with Image.open(tmp_path / "CartPole-v1_episode001.gif") as gif:
+        assert gif.size == CARTPOLE_RENDER[::-1]
+        total_ms = 0
+        for i in range(gif.n_frames):  # Pillow merges identical consecutive frames and adds up their delays
+            gif.seek(i)
+            total_ms += gif.info["duration"]
+        assert 1 <= gif.n_frames <= length + 1
+        assert total_ms == (length + 1) * 20
+
+
+def test_atari_recording_and_new_gym_eval(tmp_path):
+    crop = env_conf_for("PongNoFrameskip-v4", load_env_config(os.path.join(ROOT, "config.json")))
+    path = make_model_file(tmp_path / "pong.pt", "PongNoFrameskip-v4", "a3clstm", (1, 80, 80), 6, 16, crop)
+    result = run_eval("--model-path", path, "-ne", 2, "-mel", 30, "--record", tmp_path / "videos",
+                      "--new-gym-eval", "--log-dir", tmp_path / "logs", "--json", tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    assert SUMMARY.match(result.stdout.splitlines()[-1]).group(1) == "PongNoFrameskip-v4"
+    for name in ("PongNoFrameskip-v4_episode001.mp4", "PongNoFrameskip-v4_episode002.mp4"):
+        frames, fps = decode_mp4(tmp_path / "videos" / name)
+        assert len(frames) == 31 and frames[0].shape == ATARI_RENDER + (3,)  # the full RGB screen, not 80x80
+        assert fps == pytest.approx(15)  # 60 Hz / 4 frames per agent step
+    monitor = tmp_path / "logs" / "PongNoFrameskip-v4_monitor"
+    stats = json.loads((monitor / "stats.json").read_text())
+    assert stats["episode_lengths"] == [30, 30] and stats["episode_types"] == ["t", "t"]
+    assert len(stats["episode_rewards"]) == len(stats["timestamps"]) == 2
+    assert sorted(os.listdir(monitor)) == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4", "stats.json"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bad input: exit 2, one line on stderr, no traceback
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad")
+    good = make_model_file(tmp / "CartPole-v1.pt", "CartPole-v1", "mlplstm", (4,), 2, 16)
+    (tmp / "other").mkdir()
+    shutil.copy(good, tmp / "other" / "Acrobot-v1.pt")  # a CartPole model under Acrobot's name
+    data = good.read_bytes()
+    (tmp / "truncated.pt").write_bytes(data[: len(data) // 2])
+    (tmp / "garbage.pt").write_bytes(b"not a model at all\n")
+    torch.save({"format_version": 1, "kind": "checkpoint", "env": {"env_id": "CartPole-v1"},
+                "model_meta": {}, "state_dict": {}}, tmp / "checkpoint.pt")
+    (tmp / "empty").mkdir()
+    return tmp
+
+
+BAD = {
+    "missing model": ["--env", "CartPole-v1", "-lmd", "{tmp}/empty"],
+    "unknown env": ["--env", "NoSuchGame-v0", "-lmd", "{tmp}"],
+    "model of another game": ["--env", "Acrobot-v1", "-lmd", "{tmp}/other"],
+    "model path of another game": ["--env", "Acrobot-v1", "--model-path", "{tmp}/CartPole-v1.pt"],
+    "truncated file": ["--model-path", "{tmp}/truncated.pt"],
+    "garbage file": ["--model-path", "{tmp}/garbage.pt"],
+    "training checkpoint": ["--model-path", "{tmp}/checkpoint.pt"],
+    "num-episodes 0": ["--env", "CartPole-v1", "-lmd", "{tmp}", "-ne", "0"],
+    "render-freq not a number": ["--env", "CartPole-v1", "-lmd", "{tmp}", "-rf", "x"],
+    "hidden size mismatch": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--hidden-size", "64"],
+    "missing GPU": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--gpu-id", "99"],
+}
+
+
+def run_in_process(flags, capsys):
+    """gym_eval.main in this process (a start-up of Python and torch saved per case): (exit code, stdout, stderr)."""
+    import gym_eval
+
+    try:
+        code = gym_eval.main(flags)
+    except SystemExit as exc:  # argparse's errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_line_exit_2(case, bad_files, capsys):
+    flags = [f.format(tmp=bad_files) for f in BAD[case]] + ["--log-dir", str(bad_files / "logs")]
+    code, out, err = run_in_process(flags, capsys)  # an exception would fail the test with its traceback
+    assert code == 2, (case, out, err)
+    lines = error_lines(err)
+    assert len(lines) == 1 and lines[0].startswith("gym_eval.py: error: "), err
+    assert out == ""
+
+
+@pytest.mark.parametrize("case", ["unknown env", "garbage file", "num-episodes 0", "model of another game"])
+def test_bad_input_as_a_user_sees_it(case, bad_files):
+    result = run_eval(*[f.format(tmp=bad_files) for f in BAD[case]], "--log-dir", bad_files / "logs")
+    assert result.returncode == 2, (case, result.stdout, result.stderr)
+    lines = error_lines(result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("gym_eval.py: error: "), result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the no-display check is for X11/Wayland")
+def test_render_without_display_says_so(bad_files):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    result = run_eval("--env", "CartPole-v1", "-lmd", bad_files, "--render", "--log-dir", bad_files / "logs",
+                      env=env)
+    assert result.returncode == 2
+    lines = error_lines(result.stderr)
+    assert len(lines) == 1 and ("display" in lines[0] or "pygame" in lines[0]) and "--record" in lines[0]
