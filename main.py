@@ -399,7 +399,11 @@ def main(argv=None):
     ctx = mp.get_context("spawn")
     state = RunState(ctx, **counters)
     start_seconds = float(resumed.get("seconds", 0.0)) if resumed is not None else 0.0
-    paths = prepare_run_dir(args, resumed)
+    try:
+        paths = prepare_run_dir(args, resumed)
+    except OSError as exc:  # a path that cannot be a folder, no permission, a full disk: nothing has started yet
+        print(f"main.py: error: cannot prepare the output folders: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.tensorboard_logger:
         write_tensorboard_hparams(args)
     clock = Stopwatch()

@@ -38,6 +38,14 @@ def test_bad_flags(flags, words, tmp_path):
     assert_bad_input(run_main(*flags, *out_dirs(tmp_path), timeout=120), *words)
 
 
+def test_output_folder_that_cannot_be_created(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    result = run_main("--env", "CartPole-v1", "--run-dir", blocker / "run", "--save-model-dir", tmp_path / "m",
+                      "--log-dir", tmp_path / "l", timeout=120)
+    assert_bad_input(result, "cannot prepare the output folders")
+
+
 def test_malformed_env_config(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{"Default": {"crop1": 34,')
