@@ -126,9 +126,9 @@ def parse_args(argv):
     resumed = None
     if args.resume:
         resumed = load_checkpoint(args.resume, kind="checkpoint")
-        # A resumed run keeps its own settings; only flags given now change them.
+        # A resumed run keeps its own settings; only flags given now change them. The GPUs are this machine's.
         for key, value in (resumed.get("args") or {}).items():
-            if key not in explicit and key not in ("resume", "run_dir", "load") and hasattr(args, key):
+            if key not in explicit and key not in ("resume", "run_dir", "load", "gpu_ids") and hasattr(args, key):
                 setattr(args, key, value)
         if "run_dir" not in explicit:
             args.run_dir = resumed_run_dir(args.resume)
