@@ -218,11 +218,23 @@ def prepare_run_dir(args, resumed):
 
 
 def write_tensorboard_hparams(args):
+    """The flags as a text table, at the start (CleanRL's way: readable even while the run goes on)."""
     from torch.utils.tensorboard import SummaryWriter
 
     with SummaryWriter(args.run_dir) as writer:
         table = "\n".join(f"|{key}|{value}|" for key, value in sorted(vars(args).items()))
         writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+
+
+def write_tensorboard_results(args, summary):
+    """The flags and the run's results for TensorBoard's HPARAMS tab, at the end: runs compared side by side."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in vars(args).items()}
+    metrics = {f"hparam/{k}": float(summary[k] if summary[k] is not None else math.nan)
+               for k in ("best_mean_return", "best_return", "frames", "seconds")}
+    with SummaryWriter(args.run_dir) as writer:
+        writer.add_hparams(hparams, metrics, run_name=".", global_step=summary["frames"])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -463,6 +475,8 @@ def main(argv=None):
         }
         try:
             atomic_write_text(paths["summary"], json.dumps(summary, indent=2))
+            if args.tensorboard_logger:
+                write_tensorboard_results(args, summary)
         except OSError as exc:
             log(f"could not write {paths['summary']} ({exc}); the summary was: {json.dumps(summary)}")
         print(f"a3g: {reason} after {format_time(summary['seconds'])}, {summary['frames']} frames; "

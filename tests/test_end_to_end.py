@@ -42,6 +42,11 @@ def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):
     names = set(os.listdir(run))
     assert {"args.json", "progress.csv", "summary.json", "checkpoint.pt"} <= names
     assert any(n.startswith("events.out.tfevents") for n in names)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run)).Reload()
+    assert "charts/episodic_return" in events.Tags()["scalars"] and "hparam/best_return" in events.Tags()["scalars"]
+    assert "_hparams_/session_start_info" in events.PluginTagToContent("hparams")  # TensorBoard's HPARAMS tab
     assert (tmp_path / "logs" / "PongNoFrameskip-v4_log").stat().st_size > 0
     assert (tmp_path / "trained_models" / "PongNoFrameskip-v4.pt").exists()
     args = read_json(run / "args.json")
