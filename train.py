@@ -165,7 +165,6 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
             hx, cx = model.initial_state(batch, device)  # the recurrent state may be non-finite too
         state.add(frames_per_rollout, games)
         updates += 1
-        if rank == 0:
-            steps = num_steps
-            state.losses[:] = [policy_loss.item() / steps, value_loss.item() / steps, entropy.item() / steps,
-                               grad_norm.item()]
+        if rank == 0:  # per-step figures for TensorBoard (the evaluator writes them)
+            state.losses[:] = [policy_loss.item() / num_steps, value_loss.item() / num_steps,
+                               entropy.item() / num_steps, grad_norm.item()]
