@@ -15,6 +15,12 @@ import torch
 
 
 class _SharedStateMixin:
+    """Put before a torch optimizer class: its state is made at construction and placed in shared memory."""
+
+    def __init__(self, params, **kwargs):
+        super().__init__(params, **kwargs)
+        self._init_shared_state()
+
     def _init_state(self, group, p):  # pragma: no cover - implemented by each optimizer
         raise NotImplementedError
 
@@ -49,10 +55,6 @@ class _SharedStateMixin:
 class SharedAdam(_SharedStateMixin, torch.optim.Adam):
     """``torch.optim.Adam`` (``amsgrad=True`` too) with its state in shared memory from construction on."""
 
-    def __init__(self, params, **kwargs):
-        super().__init__(params, **kwargs)
-        self._init_shared_state()
-
     def _init_state(self, group, p):
         state = self.state[p]
         # torch keeps 'step' as a CPU float32 scalar unless capturable/fused; we match that so step() runs unchanged.
@@ -65,10 +67,6 @@ class SharedAdam(_SharedStateMixin, torch.optim.Adam):
 
 class SharedRMSprop(_SharedStateMixin, torch.optim.RMSprop):
     """``torch.optim.RMSprop`` (momentum and centered too) with its state in shared memory from construction on."""
-
-    def __init__(self, params, **kwargs):
-        super().__init__(params, **kwargs)
-        self._init_shared_state()
 
     def _init_state(self, group, p):
         state = self.state[p]
