@@ -225,3 +225,20 @@ def test_render_without_display_says_so(bad_files):
     assert result.returncode == 2
     lines = error_lines(result.stderr)
     assert len(lines) == 1 and ("display" in lines[0] or "pygame" in lines[0]) and "--record" in lines[0]
+
+
+def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
+    """export_model.py turns a run's checkpoint.pt into a model file that gym_eval plays; bad input exits 2."""
+    out = tmp_path / "exported.pt"
+    result = subprocess.run([sys.executable, "export_model.py", str(cartpole_run / "run"), str(out)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    model = torch.load(out, weights_only=True)
+    assert model["kind"] == "model" and "optimizer" not in model and model["model_meta"]["model"] == "mlplstm"
+    played = subprocess.run([sys.executable, "gym_eval.py", "--model-path", str(out), "--num-episodes", "2",
+                             "--log-dir", str(tmp_path / "logs")], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert played.returncode == 0 and "over 2 episodes" in played.stdout, played.stderr
+    bad = subprocess.run([sys.executable, "export_model.py", str(tmp_path / "nope"), str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr

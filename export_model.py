@@ -1,0 +1,47 @@
+"""Export the latest weights of a training run as a model file, the format gym_eval.py and ``--load`` read.
+
+    python export_model.py runs/<run> trained_models/PongNoFrameskip-v4.pt
+    python export_model.py runs/<run>/checkpoint-1200000.pt pong_at_1.2M.pt
+
+The evaluator already keeps the weights of its best game in ``trained_models/<env>.pt``; one great game is a noisy
+way to pick a model, so this takes the run's own latest weights (its ``checkpoint.pt``) instead. The model file holds
+the weights and what is needed to rebuild the network and the preprocessing, without the optimizer's statistics.
+"""
+
+import argparse
+import math
+import sys
+
+from utils import FORMAT_VERSION, CheckpointError, OneLineParser, atomic_torch_save, load_checkpoint
+
+
+def main(argv=None):
+    p = OneLineParser(prog="export_model.py", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint", help="a run directory or one of its checkpoint files")
+    p.add_argument("output", help="the model file to write")
+    args = p.parse_args(argv)
+    try:
+        data = load_checkpoint(args.checkpoint, kind="checkpoint")
+        atomic_torch_save({
+            "format_version": FORMAT_VERSION,
+            "kind": "model",
+            "env": data["env"],
+            "model_meta": data["model_meta"],
+            "state_dict": data["state_dict"],
+            "return": math.nan,  # not the weights of one evaluator game
+            "frames": float(data.get("frames", 0.0)),
+        }, args.output)
+    except CheckpointError as exc:
+        print(f"export_model.py: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"export_model.py: error: cannot write {args.output}: {exc}", file=sys.stderr)
+        return 2
+    print(f"export_model.py: wrote {args.output} ({data['env']['env_id']}, {data['model_meta']['model']}, "
+          f"{int(data.get('frames', 0))} frames)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
