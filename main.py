@@ -420,7 +420,8 @@ def main(argv=None):
         write_tensorboard_hparams(args)
     clock = Stopwatch()
     log = make_supervisor_log(paths["log_file"])
-    checkpoints = CheckpointWriter(paths["checkpoint"], args.keep_checkpoints, log)
+    checkpoints = CheckpointWriter(paths["checkpoint"], args.keep_checkpoints, log,
+                                   int(resumed["frames"]) if resumed is not None and "frames" in resumed else None)
 
     def save_checkpoint():
         return checkpoints.save({
@@ -506,15 +507,10 @@ class CheckpointWriter:
     goes on. ``save`` returns whether the write succeeded.
     """
 
-    def __init__(self, path, keep, log):
+    def __init__(self, path, keep, log, last_frames=None):
         self.path, self.keep, self.log = path, keep, log
         self.folder = os.path.dirname(os.path.abspath(path))
-        self.last_frames = None
-        if os.path.exists(path):  # resuming: the file we will replace next
-            try:
-                self.last_frames = int(torch.load(path, map_location="cpu", weights_only=True)["frames"])
-            except Exception:
-                self.last_frames = None
+        self.last_frames = last_frames  # of the checkpoint.pt on disk (a resumed run's), archived at the next save
 
     def archived(self):
         found = []
@@ -535,7 +531,8 @@ class CheckpointWriter:
                      f"training goes on: free some space or fix the folder's permissions")
             return False
         self.last_frames = int(payload["frames"])
-        for old in self.archived()[: max(0, len(self.archived()) - (self.keep - 1))]:
+        archived = self.archived()
+        for old in archived[: max(0, len(archived) - (self.keep - 1))]:
             try:
                 os.remove(old)
             except OSError:
