@@ -12,7 +12,7 @@ import argparse
 import math
 import sys
 
-from utils import FORMAT_VERSION, CheckpointError, OneLineParser, atomic_torch_save, load_checkpoint
+from utils import CheckpointError, OneLineParser, atomic_torch_save, load_checkpoint, model_file
 
 
 def main(argv=None):
@@ -23,15 +23,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         data = load_checkpoint(args.checkpoint, kind="checkpoint")
-        atomic_torch_save({
-            "format_version": FORMAT_VERSION,
-            "kind": "model",
-            "env": data["env"],
-            "model_meta": data["model_meta"],
-            "state_dict": data["state_dict"],
-            "return": math.nan,  # not the weights of one evaluator game
-            "frames": float(data.get("frames", 0.0)),
-        }, args.output)
+        # "return" is NaN: these are not the weights of one evaluator game
+        atomic_torch_save(model_file(data["env"], data["model_meta"], data["state_dict"], math.nan,
+                                     data.get("frames", 0.0)), args.output)
     except CheckpointError as exc:
         print(f"export_model.py: error: {exc}", file=sys.stderr)
         return 2

@@ -421,7 +421,7 @@ def main(argv=None):
     clock = Stopwatch()
     log = make_supervisor_log(paths["log_file"])
     checkpoints = CheckpointWriter(paths["checkpoint"], args.keep_checkpoints, log,
-                                   int(resumed["frames"]) if resumed is not None and "frames" in resumed else None)
+                                   int(state.frames.value) if resumed is not None else None)
 
     def save_checkpoint():
         return checkpoints.save({

@@ -18,7 +18,7 @@ import torch
 
 from environment import make_env
 from model import build_model, fast_layout
-from utils import (FORMAT_VERSION, atomic_torch_save, device_for, file_logger, format_time, parent_alive,
+from utils import (atomic_torch_save, device_for, file_logger, format_time, model_file, parent_alive,
                    setup_child_process)
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
@@ -117,12 +117,4 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
 
 def save_model(path, model, settings, meta, episode_return, frames):
     """The weights that just played, with what is needed to rebuild them: small, plain, safe to load."""
-    atomic_torch_save({
-        "format_version": FORMAT_VERSION,
-        "kind": "model",
-        "env": settings.as_dict(),
-        "model_meta": meta,
-        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "return": float(episode_return),
-        "frames": float(frames),
-    }, path)
+    atomic_torch_save(model_file(settings.as_dict(), meta, model.state_dict(), episode_return, frames), path)

@@ -100,6 +100,20 @@ def env_file_name(env_id):
     return env_id.replace("/", "-")
 
 
+def model_file(env, meta, state_dict, episode_return, frames):
+    """The contents of a model file (``trained_models/<env>.pt``): weights plus what rebuilds the network and its
+    preprocessing, no optimizer state. Written by the evaluator and by export_model.py, read by gym_eval.py."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": "model",
+        "env": env,
+        "model_meta": meta,
+        "state_dict": {k: v.detach().cpu() for k, v in state_dict.items()},
+        "return": float(episode_return),
+        "frames": float(frames),
+    }
+
+
 def injected_fault(name):
     """Test hook: faults named in the ``A3G_FAULT`` environment variable (comma-separated) are injected at the
     places that check for them, so that tests can prove the run survives them. Unset in normal use."""
