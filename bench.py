@@ -8,7 +8,8 @@ In one run and one process tree it measures
 (a) the emulator ceiling: every core stepping the preprocessed game with random actions (frames/s);
 (b) the network's own cost per agent step on this device, one thread: inference at the configuration's batch, and
     a training rollout (forward with autograd over num_steps x envs, backward, Adam step) per sample;
-(c) real training frames/s of each configuration (workers = cores, evaluator included), after a warm-up.
+(c) real training frames/s of each configuration (workers = cores, evaluator included, at its --evaluator-cpu
+    share of a core), after a warm-up.
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
 straightforward one-env-per-worker loop). A configuration is ``model:envs_per_worker[:bf16][:nocl]``.
@@ -32,7 +33,7 @@ import main as a3g
 from environment import EnvSettings, frames_per_step, make_env
 from model import FRAME_FORMAT, build_model, fast_layout
 from shared_optim import make_optimizer
-from utils import RunState
+from utils import RunState, evaluator_cpu_share
 
 STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16"]
 
@@ -92,10 +93,10 @@ def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3):
         start = time.perf_counter()
         state = model.initial_state(batch)
         losses = []
-        for t in range(num_steps):
-            with autocast:
+        with autocast:  # one region for the rollout, as the worker: weights are cast to bf16 once, not every step
+            for t in range(num_steps):
                 value, logits, state = model(obs[t], state)
-            losses.append(value.float().pow(2).mean() - logits.float().log_softmax(-1).mean())
+                losses.append(value.float().pow(2).mean() - logits.float().log_softmax(-1).mean())
         optimizer.zero_grad()
         torch.stack(losses).sum().backward()
         optimizer.step()
@@ -104,13 +105,13 @@ def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3):
     return infer, best
 
 
-def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_nice=0):
+def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="auto", evaluator_nice=0):
     """Real A3G training (workers + evaluator, as main.py runs it): frames/s after the warm-up."""
     argv = ["--env", env_id, "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
             str(config["envs"]), "--gpu-ids", "-1", "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
-            "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-nice",
-            str(evaluator_nice)]
+            "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
+            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice)]
     args, settings, meta, _, _ = a3g.validate(argv)
     shared_model = build_model(meta)
     shared_model.share_memory()
@@ -150,6 +151,7 @@ def main():
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
     p.add_argument("--emulator-seconds", type=float, default=10.0)
+    p.add_argument("--evaluator-cpu", type=a3g.cpu_share, default="auto", help="main.py's --evaluator-cpu for the training runs")
     p.add_argument("--evaluator-nice", type=int, default=0, help="main.py's --evaluator-nice for the training runs")
     p.add_argument("--quick", action="store_true", help="seconds, not minutes: one configuration, short phases")
     p.add_argument("--json", default="bench.json", help="write the results here")
@@ -160,8 +162,8 @@ def main():
     configs = [parse_config(c) for c in args.configs]
     cores = len(os.sched_getaffinity(0))
     skip = frames_per_step(args.env, 4)
-    print(f"bench: {args.env} on {cpu_name()}, {cores} cores, torch {torch.__version__}, {args.workers} workers",
-          flush=True)
+    print(f"bench: {args.env} on {cpu_name()}, {cores} cores, torch {torch.__version__}, {args.workers} workers, "
+          f"evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a core", flush=True)
 
     emulator = {}
     for fmt in sorted({FRAME_FORMAT.get(c["model"], (80, 1)) for c in configs}):
@@ -177,7 +179,8 @@ def main():
             _, _, meta, _, _ = a3g.validate(argv)
             infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
                                         iters=1 if args.quick else 3)
-            fps = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out, args.evaluator_nice)
+            fps = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out,
+                               args.evaluator_cpu, args.evaluator_nice)
         fmt = FRAME_FORMAT.get(config["model"], (80, 1))
         emu_step = cores / emulator[fmt]  # core-seconds per agent step in the emulator
         net_fps = cores * skip / train
@@ -199,6 +202,7 @@ def main():
               f"{r['emulator_ceiling_fps']:>10,.0f}{r['combined_ceiling_fps']:>9,.0f}"
               f"{r['ratio_to_min_ceiling']:>7.0%}{r['ratio_to_combined_ceiling']:>7.0%}")
     report = {"env": args.env, "cpu": cpu_name(), "cores": cores, "workers": args.workers, "torch": torch.__version__,
+              "evaluator_cpu": evaluator_cpu_share(args.evaluator_cpu, args.workers),
               "evaluator_nice": args.evaluator_nice,
               "python": platform.python_version(), "seconds": args.seconds, "warmup": args.warmup,
               "emulator_steps_per_s": {f"{k[0]}x{k[1]}": v for k, v in emulator.items()}, "frames_per_step": skip,

@@ -36,14 +36,23 @@ from test import PROGRESS_FIELDS, test
 from train import train
 from utils import (FORMAT_VERSION, CheckpointError, OneLineParser, RunState, Stopwatch, atomic_torch_save,
                    atomic_write_text, check_compatible, env_file_name, file_logger, format_time,
-                   load_checkpoint)
+                   load_checkpoint, usable_cores)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
 
 
-def default_workers():
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def cpu_share(text):
+    """--evaluator-cpu: 'auto' or a fraction of one core in (0, 1]."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a fraction of one core in (0, 1], got {text!r}")
+    return value
 
 
 def default_gpu_ids():
@@ -61,7 +70,7 @@ def build_parser(suppress_defaults=False):
     add("-g", "--gamma", type=float, default=0.99, help="discount factor")
     add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
     add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
-    add("-w", "--workers", type=int, default=default_workers(), help="training processes (default: CPU cores)")
+    add("-w", "--workers", type=int, default=usable_cores(), help="training processes (default: CPU cores)")
     add("-ns", "--num-steps", type=int, default=20, help="rollout length (forward steps per update)")
     add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
     add("-ev", "--env", default="PongNoFrameskip-v4", help="gymnasium environment id")
@@ -100,9 +109,12 @@ def build_parser(suppress_defaults=False):
     add("--max-grad-norm", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
     add("--run-dir", default=None, help="exact run directory (default: runs/<env>__<seed>__<timestamp>)")
     add("--resume", default=None, help="continue from a run directory or its checkpoint.pt")
+    add("--evaluator-cpu", type=cpu_share, default="auto", metavar="auto|FRACTION",
+        help="the most of one core the evaluator uses, on average (it pauses between bits of games); auto: all of "
+             "one when the workers leave a core free, else a tenth of the machine (0.2 on 2 cores)")
     add("--evaluator-nice", type=int, default=0, choices=range(0, 20), metavar="0..19",
-        help="scheduling niceness of the evaluator: 10 leaves the workers the CPU (up to 1.5x frames/s on 2 cores) "
-             "but evaluator games, and so 'solved', come later")
+        help="scheduling niceness of the evaluator: 10 leaves the workers the CPU, but evaluator games, and so "
+             "'solved', come much later")
     add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
     add("--keep-checkpoints", type=int, default=3,
         help="checkpoints kept: checkpoint.pt and the previous ones as checkpoint-<frames>.pt")

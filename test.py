@@ -18,13 +18,13 @@ import torch
 
 from environment import make_env
 from model import build_model, fast_layout
-from utils import (atomic_torch_save, device_for, file_logger, format_time, model_file, parent_alive,
-                   setup_child_process)
+from utils import (CpuPacer, atomic_torch_save, device_for, evaluator_cpu_share, file_logger, format_time,
+                   model_file, parent_alive, setup_child_process)
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
 
 
-def play_game(env, model, device, state, max_steps, parent_pid):
+def play_game(env, model, device, state, max_steps, parent_pid, pacer):
     """One greedy game; returns (return, length), or None if the run was stopped mid-game."""
     obs, _ = env.reset()
     hx, cx = model.initial_state(1, device)
@@ -37,16 +37,19 @@ def play_game(env, model, device, state, max_steps, parent_pid):
             length += 1
             if terminated or truncated or length >= max_steps:
                 return total, length
-            if length % 100 == 0 and (state.stop.is_set() or not parent_alive(parent_pid)):
-                return None
+            if length % 20 == 0:
+                pacer.pace()
+                if length % 100 == 0 and (state.stop.is_set() or not parent_alive(parent_pid)):
+                    return None
 
 
 def test(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames, run_started):
     """``start_seconds`` and ``start_frames``: the run's time and frames when this invocation began (at
     ``run_started``, a ``time.time()``), so that times and frames/s stay right across resumes and restarts."""
     setup_child_process(args.seed + args.workers, parent_pid)
-    # With one worker per core the evaluator takes its share of the CPU (a third on 2 cores). --evaluator-nice
-    # gives the workers priority: more frames/s, but games, and so 'solved', come later (see BENCHMARKS.md).
+    # With one worker per core, fair scheduling would give the evaluator a third of a 2-core machine. It paces
+    # itself to --evaluator-cpu of a core instead; --evaluator-nice lowers its priority as well (see BENCHMARKS.md).
+    pacer = CpuPacer(evaluator_cpu_share(args.evaluator_cpu, args.workers), state.stop)
     if args.evaluator_nice:
         os.nice(args.evaluator_nice)
     device = device_for(args.gpu_ids, 0)
@@ -66,7 +69,7 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
         scores = collections.deque(maxlen=args.score_window)
         while not state.stop.is_set() and parent_alive(parent_pid):
             model.load_state_dict(shared_model.state_dict())
-            result = play_game(env, model, device, state, args.max_episode_length, parent_pid)
+            result = play_game(env, model, device, state, args.max_episode_length, parent_pid, pacer)
             if result is None:
                 break
             episode_return, length = result
@@ -111,6 +114,7 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
             if args.stop_score is not None and len(scores) == args.score_window and mean_return >= args.stop_score:
                 state.solved.value = 1
                 state.stop.set()
+            pacer.pace()
     if writer is not None:
         writer.close()
 

@@ -220,3 +220,40 @@ class Stopwatch:
 
     def __call__(self):
         return time.monotonic() - self.start
+
+
+def usable_cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def evaluator_cpu_share(setting, workers, cores=None):
+    """--evaluator-cpu as a number: the fraction of one core the evaluator may use on average.
+
+    'auto': when the workers leave a core free the evaluator has it all (1.0); otherwise it gets a tenth of the
+    machine (0.2 of a core on 2 cores), instead of the 1/(workers + 1) of it that fair scheduling would give it: a
+    third of a 2-core machine with 2 workers, which the workers are better at using."""
+    if setting != "auto":
+        return float(setting)
+    cores = cores or usable_cores()
+    return 1.0 if workers < cores else min(1.0, 0.1 * cores)
+
+
+class CpuPacer:
+    """Keeps a process's CPU use at ``share`` of one core on average: ``pace()``, called between small bits of
+    work, sleeps long enough that the CPU time spent since the last call is ``share`` of the wall time. Sleeping
+    is ``stop.wait``, so a stop request ends it at once."""
+
+    def __init__(self, share, stop):
+        self.share, self.stop = share, stop
+        self._mark()
+
+    def _mark(self):
+        self.cpu, self.wall = time.process_time(), time.monotonic()
+
+    def pace(self):
+        if self.share >= 1.0:
+            return
+        owed = (time.process_time() - self.cpu) / self.share - (time.monotonic() - self.wall)
+        if owed > 0:
+            self.stop.wait(owed)
+        self._mark()
