@@ -31,7 +31,8 @@ import torch
 from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
 from environment import make_env
 from model import ModelError, build_model
-from utils import CheckpointError, OneLineParser, atomic_write_text, env_file_name, file_logger, load_checkpoint
+from utils import (CheckpointError, OneLineParser, atomic_write_text, env_file_name, file_logger, load_checkpoint,
+                   missing_gpus)
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_SIGINT = 0, 2, 130
 DEFAULT_ENV = "PongNoFrameskip-v4"
@@ -166,8 +167,8 @@ def check_env_fits(env, meta, path):
 def device_for_flag(gpu_id):
     if gpu_id < 0:
         return torch.device("cpu")
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if gpu_id >= count:
+    missing, count = missing_gpus([gpu_id])
+    if missing:
         raise BadInput(f"--gpu-id {gpu_id} not available: this machine has {count} CUDA device(s) "
                        f"(use --gpu-id -1 for the CPU)")
     return torch.device(f"cuda:{gpu_id}")

@@ -36,7 +36,7 @@ from test import PROGRESS_FIELDS, test
 from train import train
 from utils import (FORMAT_VERSION, CheckpointError, OneLineParser, RunState, Stopwatch, atomic_torch_save,
                    atomic_write_text, check_compatible, env_file_name, file_logger, format_time,
-                   load_checkpoint, usable_cores)
+                   load_checkpoint, missing_gpus, usable_cores)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -183,8 +183,7 @@ def check_args(args):
     if gpus != [-1]:
         if any(g < 0 for g in gpus):
             raise ValueError(f"--gpu-ids: use -1 alone for the CPU, or GPU indices >= 0, got {gpus}")
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        missing = [g for g in gpus if g >= count]
+        missing, count = missing_gpus(gpus)
         if missing:
             raise ValueError(f"--gpu-ids {missing} not available: this machine has {count} CUDA device(s) "
                              f"(use --gpu-ids -1 for the CPU)")

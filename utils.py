@@ -85,6 +85,12 @@ def parent_alive(parent_pid):
     return os.getppid() == parent_pid
 
 
+def missing_gpus(gpu_ids):
+    """The ids among ``gpu_ids`` (CPU -1 aside) this machine does not have, and how many CUDA devices it has."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [g for g in gpu_ids if g >= count], count
+
+
 def device_for(gpu_ids, rank):
     """Worker ``rank``'s device: GPU ``gpu_ids[rank % len]``, or the CPU for ``--gpu-ids -1``."""
     gpu = gpu_ids[rank % len(gpu_ids)]

@@ -33,6 +33,9 @@ def assert_bad_input(result, *words):
     (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
     (["--env-config", "/nonexistent/config.json"], ["--env-config"]),
     (["--resume", "/nonexistent/run"], ["not found"]),
+    (["--evaluator-cpu", "0"], ["--evaluator-cpu"]),
+    (["--evaluator-cpu", "1.5"], ["--evaluator-cpu"]),
+    (["--evaluator-cpu", "half"], ["--evaluator-cpu"]),
 ])
 def test_bad_flags(flags, words, tmp_path):
     assert_bad_input(run_main(*flags, *out_dirs(tmp_path), timeout=120), *words)
