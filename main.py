@@ -35,8 +35,8 @@ from shared_optim import make_optimizer
 from test import PROGRESS_FIELDS, test
 from train import train
 from utils import (FORMAT_VERSION, CheckpointError, OneLineParser, RunState, Stopwatch, atomic_torch_save,
-                   atomic_write_text, check_compatible, env_file_name, file_logger, format_time,
-                   load_checkpoint, missing_gpus, usable_cores)
+                   atomic_write_text, check_compatible, env_file_name, evaluator_cpu_share, file_logger,
+                   format_time, load_checkpoint, missing_gpus, usable_cores)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -453,8 +453,12 @@ def main(argv=None):
 
     device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})
     print(f"a3g: training {args.env} with {args.workers} worker(s) on {', '.join(device_names)}, "
-          f"model {meta['model']}; run directory {args.run_dir}"
+          f"model {meta['model']}, evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a "
+          f"core; run directory {args.run_dir}"
           + (f" (resumed at {int(state.frames.value)} frames)" if resumed is not None else ""), flush=True)
+    if args.bf16 and -1 in args.gpu_ids and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        print("a3g: warning: --bf16 on a CPU without native bfloat16 support is emulated: expect slower training, "
+              "not faster", file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGTERM, raise_terminated)
     supervisor = Supervisor(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds, log)

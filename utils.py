@@ -30,6 +30,33 @@ class CheckpointError(ValueError):
 # State shared by the supervisor, the workers and the evaluator
 
 
+class StopFlag:
+    """The run's stop request: one byte of shared memory, read and written without a lock.
+
+    Not a ``multiprocessing.Event``: its wait() and set() share a lock and semaphores, and a child killed while
+    waiting on it (SIGTERM to the process group, a SIGKILL) leaves them so that the supervisor's next set() blocks
+    for ever. A byte cannot be left half-changed."""
+
+    def __init__(self, ctx):
+        self._flag = ctx.RawValue("b", 0)
+
+    def set(self):
+        self._flag.value = 1
+
+    def is_set(self):
+        return bool(self._flag.value)
+
+    def wait(self, timeout):
+        """Sleep up to ``timeout`` seconds, less if the flag is set meanwhile (checked every 50 ms)."""
+        end = time.monotonic() + timeout
+        while not self._flag.value:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, 0.05))
+        return True
+
+
 class RunState:
     """Counters, flags and the latest losses, in shared memory. Built by main.py, handed to every child.
 
@@ -38,7 +65,7 @@ class RunState:
 
     def __init__(self, ctx, frames=0.0, episodes=0, best_return=-math.inf, best_mean_return=-math.inf,
                  eval_episodes=0):
-        self.stop = ctx.Event()  # set by anyone: every process winds down at its next check
+        self.stop = StopFlag(ctx)  # set by anyone: every process winds down at its next check
         self.solved = ctx.Value("b", 0)  # set by the evaluator when the score window reaches --stop-score
         self.frames = ctx.Value("d", float(frames))  # emulator frames, all workers together, resumed ones included
         self.episodes = ctx.Value("q", int(episodes))  # finished training games (not lives)

@@ -1,11 +1,15 @@
-"""The evaluator's CPU pacing: how much of a core it may use, and that pacing keeps it to that share."""
+"""The evaluator's CPU pacing: how much of a core it may use, that pacing keeps it to that share, and that its
+pauses (waits on the run's stop flag) can neither outlast a stop request nor wedge the supervisor."""
 
+import multiprocessing as mp
+import os
+import signal
 import threading
 import time
 
 import pytest
 
-from utils import CpuPacer, evaluator_cpu_share
+from utils import CpuPacer, StopFlag, evaluator_cpu_share
 
 
 @pytest.mark.parametrize("workers,cores,share", [
@@ -53,10 +57,42 @@ def test_full_share_never_sleeps():
 
 
 def test_a_stop_request_ends_the_pause():
-    stop = threading.Event()
+    stop = StopFlag(mp.get_context("spawn"))
     pacer = CpuPacer(0.01, stop)  # 0.1 s of CPU would mean a 10 s pause
     burn(0.1)
     threading.Timer(0.2, stop.set).start()
     start = time.monotonic()
     pacer.pace()
     assert time.monotonic() - start < 3.0
+
+
+def wait_on(flag):
+    flag.wait(60)
+
+
+def test_a_child_killed_while_waiting_cannot_block_set():
+    """With a multiprocessing.Event this hangs: the dead waiter is still counted as sleeping, and set() waits for
+    it to wake. The supervisor calls set() on every way out, after children may have died of a signal."""
+    ctx = mp.get_context("spawn")
+    flag = StopFlag(ctx)
+    child = ctx.Process(target=wait_on, args=(flag,))
+    child.start()
+    time.sleep(3.0)  # the child is inside wait() by now (spawn start-up takes well under a second here)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(30)
+    setter = threading.Thread(target=flag.set, daemon=True)
+    setter.start()
+    setter.join(10)
+    assert not setter.is_alive(), "set() blocked"
+    assert flag.is_set()
+
+
+def test_set_in_one_process_ends_a_wait_in_another():
+    ctx = mp.get_context("spawn")
+    flag = StopFlag(ctx)
+    child = ctx.Process(target=wait_on, args=(flag,))
+    child.start()
+    time.sleep(1.0)
+    flag.set()
+    child.join(20)
+    assert child.exitcode == 0
