@@ -117,7 +117,7 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
     shared_model.share_memory()
     optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad)
     ctx = mp.get_context("spawn")
-    state = RunState(ctx)
+    state = RunState(ctx, workers)
     paths = a3g.prepare_run_dir(args, None)
     supervisor = a3g.Supervisor(ctx, args, settings, meta, shared_model, optimizer, state, paths, 0.0,
                                 lambda message, echo=True: None)

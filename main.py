@@ -420,7 +420,7 @@ def main(argv=None):
     shared_model.share_memory()
 
     ctx = mp.get_context("spawn")
-    state = RunState(ctx, **counters)
+    state = RunState(ctx, args.workers, **counters)
     start_seconds = float(resumed.get("seconds", 0.0)) if resumed is not None else 0.0
     try:
         paths = prepare_run_dir(args, resumed)

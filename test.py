@@ -78,8 +78,7 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
             elapsed = time.time() - run_started
             frames = state.frames.value
             fps = (frames - start_frames) / max(elapsed, 1e-9)
-            with state.eval_episodes.get_lock():
-                state.eval_episodes.value += 1
+            state.eval_episodes.value += 1
             if len(scores) == args.score_window:
                 state.best_mean_return.value = max(state.best_mean_return.value, mean_return)
 

@@ -161,12 +161,11 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
             nonfinite_in_a_row = 0
         else:  # never write a NaN/inf update into the shared model: skip it, count it, give up if it persists
             nonfinite_in_a_row += 1
-            with state.nonfinite.get_lock():
-                state.nonfinite.value += 1
+            state.nonfinite.add(rank, 1)
             if nonfinite_in_a_row >= args.max_nonfinite:
                 state.diverged.value = 1
             hx, cx = model.initial_state(batch, device)  # the recurrent state may be non-finite too
-        state.add(frames_per_rollout, games)
+        state.add(rank, frames_per_rollout, games)
         updates += 1
         if rank == 0:  # per-step figures for TensorBoard (the evaluator writes them)
             state.losses[:] = [policy_loss.item() / num_steps, value_loss.item() / num_steps,
