@@ -23,6 +23,7 @@ import math
 import signal
 import sys
 import time
+from multiprocessing import resource_tracker, util
 
 import numpy as np
 import torch
@@ -295,6 +296,10 @@ class Supervisor:
         self.restarts = 0
 
     def start(self, names=None):
+        # multiprocessing starts its resource tracker on the first spawn, and afterwards *unblocks* SIGINT in the
+        # spawning thread: children spawned after it would then die of a Ctrl-C while still importing torch.
+        # Start the tracker first, so that SIGINT stays blocked for every child spawned below.
+        resource_tracker.ensure_running()
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             for name in names or self.targets:
@@ -558,8 +563,6 @@ class CheckpointWriter:
 def stop_resource_tracker():
     """Stop and reap multiprocessing's resource-tracker helper now that every child is gone. Left to exit after us,
     it would be re-parented, and where PID 1 does not reap (some containers) it would linger as a zombie."""
-    from multiprocessing import resource_tracker, util
-
     try:
         util._run_finalizers(0)  # release our semaphores first (what exit would do), so the tracker has nothing left
         resource_tracker._resource_tracker._stop()

@@ -108,7 +108,7 @@ def setup_child_process(seed, parent_pid):
     """First lines of every child: die with the parent, Ctrl-C left to the supervisor, one thread, seeded torch.
 
     The terminal sends Ctrl-C (SIGINT) to the whole process group. A child that died of it could do so mid-write or
-    mid-update; instead children ignore it and stop when the supervisor sets the stop event. main.py blocks SIGINT
+    mid-update; instead children ignore it and stop when the supervisor sets the stop flag. main.py blocks SIGINT
     while it spawns us, so one that arrives while this process is still importing torch waits, then is ignored here.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
