@@ -33,7 +33,7 @@ import main as a3g
 from environment import EnvSettings, frames_per_step, make_env
 from model import FRAME_FORMAT, build_model, fast_layout
 from shared_optim import make_optimizer
-from utils import RunState, evaluator_cpu_share
+from utils import RunState, evaluator_cpu_share, usable_cores
 
 STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16"]
 
@@ -147,7 +147,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl] ...")
-    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="default: cores")
+    p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
     p.add_argument("--emulator-seconds", type=float, default=10.0)
@@ -160,7 +160,7 @@ def main():
         args.configs = args.configs if args.configs != STANDARD else ["a3clstm:2"]
         args.seconds, args.warmup, args.emulator_seconds = 3.0, 2.0, 1.0
     configs = [parse_config(c) for c in args.configs]
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cores()
     skip = frames_per_step(args.env, 4)
     print(f"bench: {args.env} on {cpu_name()}, {cores} cores, torch {torch.__version__}, {args.workers} workers, "
           f"evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a core", flush=True)

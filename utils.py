@@ -293,7 +293,7 @@ def evaluator_cpu_share(setting, workers, cores=None):
 class CpuPacer:
     """Keeps a process's CPU use at ``share`` of one core on average: ``pace()``, called between small bits of
     work, sleeps long enough that the CPU time spent since the last call is ``share`` of the wall time. Sleeping
-    is ``stop.wait``, so a stop request ends it at once."""
+    is ``stop.wait``, so a stop request ends it within 50 ms."""
 
     def __init__(self, share, stop):
         self.share, self.stop = share, stop
