@@ -1,17 +1,54 @@
 """Optimizers whose state lives in shared memory, for hogwild training across processes.
 
-``SharedAdam`` and ``SharedRMSprop`` are ``torch.optim.Adam`` and ``torch.optim.RMSprop``: same keyword arguments,
-same update rule (torch's own ``step`` runs unchanged). The only difference is *when and where* the state is made:
-torch creates it lazily at the first step, in the memory of whichever process steps first; we create it in the
-constructor and move every state tensor into shared memory, so that all worker processes (started with ``spawn``
-after the optimizer is built) update one set of moment estimates.
+``SharedAdam`` and ``SharedRMSprop`` take ``torch.optim.Adam``'s and ``torch.optim.RMSprop``'s keyword arguments
+and compute the same numbers as they do for any sequence of gradients one process applies (tested bit for bit).
+They differ in two ways:
 
-The step counter is a shared tensor too, incremented in place by every worker, so bias correction sees the global
-number of updates, not the worker's own. Like the parameters, the state is updated without locks (hogwild):
-concurrent updates may interleave, which A3C tolerates by design.
+1. *When and where* the state is made: torch creates it lazily at the first step, in the memory of whichever
+   process steps first; we create it in the constructor and move every state tensor into shared memory, so that
+   all worker processes (started with ``spawn`` after the optimizer is built) update one set of statistics. The step
+   counter is a shared tensor too, so bias correction sees the global number of updates.
+2. *A bound on each element's step.* Hogwild updates the statistics without locks, and a worker can read another
+   worker's new first moment ``m`` before that worker's new second moment ``v`` has landed (torch's step reads
+   ``v``, then ``m``; another worker writes ``m``, then ``v``; read-modify-writes can also lose an update). Where
+   ``v`` is still 0 (an element this worker's gradient did not touch yet: early in training that is most of
+   them), Adam divides by ``eps`` alone: with eps 1e-8 one step moved a weight by ~1e7 x lr and Pong's policy
+   collapsed within 50k frames (BENCHMARKS.md, "Why a run could collapse"). No sequential Adam can take such a
+   step: by Cauchy-Schwarz, ``|m_hat| / sqrt(v_hat) <= step_bound(t)`` (1 at the first step, at most ~7.3 for
+   betas (0.9, 0.999)). We clip each element's ``m_hat / (sqrt(v_hat) + eps)`` to that bound, which never changes
+   a sequential step and caps a torn one. RMSprop likewise: ``|g| / sqrt(v) <= 1 / sqrt(1 - alpha)`` since ``v``
+   holds ``(1 - alpha) g^2`` (not for ``centered``, whose denominator can legitimately approach 0).
+
+Defaults are rl_a3c_pytorch's: eps 1e-3 for Adam and 0.1 for RMSprop (torch's are 1e-8), so that a learning rate
+means the same as there. Like the parameters, the state is updated without locks: concurrent updates may
+interleave, which A3C tolerates by design, once no single step can be wild.
 """
 
+import math
+
 import torch
+
+DEFAULT_EPS = {"Adam": 1e-3, "RMSprop": 0.1}  # rl_a3c_pytorch's SharedAdam / SharedRMSprop
+BOUND_SLACK = 1.0 + 1e-4  # float rounding in m and v: never clip a step that sequential Adam takes
+
+
+def adam_step_bound(beta1, beta2, step):
+    """The largest ``|m_hat| / sqrt(v_hat)`` any gradient sequence gives sequential Adam at step ``step``.
+
+    ``m_t = (1 - b1) sum_k b1^k g_{t-k}`` and ``v_t = (1 - b2) sum_k b2^k g_{t-k}^2``; Cauchy-Schwarz with weights
+    ``b2^k`` gives ``|m_t| <= (1 - b1) sqrt(sum_k (b1^2 / b2)^k) sqrt(v_t / (1 - b2))``; the bias corrections
+    ``1 - b1^t`` and ``1 - b2^t`` complete it."""
+    r = beta1 * beta1 / beta2
+    geometric = step if r == 1.0 else (1.0 - r**step) / (1.0 - r)
+    return ((1.0 - beta1) / (1.0 - beta1**step) * math.sqrt(geometric)
+            * math.sqrt((1.0 - beta2**step) / (1.0 - beta2)))
+
+
+def _clip_to(numerator, denom, bound):
+    """``numerator`` clipped elementwise to ``[-bound * denom, bound * denom]``: ``numerator / denom`` is then at
+    most ``bound``, and an element within it is returned unchanged (so addcdiv gives torch's exact numbers)."""
+    limit = denom * (bound * BOUND_SLACK)
+    return torch.minimum(torch.maximum(numerator, -limit), limit)
 
 
 class _SharedStateMixin:
@@ -19,18 +56,21 @@ class _SharedStateMixin:
 
     def __init__(self, params, **kwargs):
         super().__init__(params, **kwargs)
-        self._init_shared_state()
+        for group in self.param_groups:
+            if group.get("maximize") or group.get("differentiable") or group.get("capturable"):
+                raise ValueError("shared optimizers support neither maximize, differentiable nor capturable")
+            for p in group["params"]:
+                self._init_state(group, p)
+        self.share_memory()
 
-    def _init_state(self, group, p):  # pragma: no cover - implemented by each optimizer
+    def _init_state(self, group, p, missing_only=False):  # pragma: no cover - implemented by each optimizer
         raise NotImplementedError
 
-    def _init_shared_state(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                state = self.state[p]
-                if len(state) == 0:
-                    self._init_state(group, p)
-        self.share_memory()
+    def _zeros(self, p, key, missing_only, like=None):
+        """State tensor ``key`` of ``p``: zeros (or a copy of ``like``), unless ``missing_only`` and it exists."""
+        state = self.state[p]
+        if not (missing_only and key in state):
+            state[key] = torch.zeros_like(p, memory_format=torch.preserve_format) if like is None else like.clone()
 
     def share_memory(self):
         """Move every state tensor into shared memory (a no-op for tensors already there)."""
@@ -45,6 +85,17 @@ class _SharedStateMixin:
         super().load_state_dict(state_dict)
         self.share_memory()
 
+    def set_hyperparameters(self, **values):
+        """Apply values given now (``lr``, ``eps``, ``amsgrad``, ...) to every parameter group. Needed after
+        ``load_state_dict``, which keeps the saved groups' values: a resumed run's new ``--lr`` would be ignored."""
+        for group in self.param_groups:
+            for key, value in values.items():
+                if key in group:
+                    group[key] = value
+            for p in group["params"]:
+                self._init_state(group, p, missing_only=True)  # e.g. amsgrad's maximum, switched on now
+        self.share_memory()
+
     @property
     def global_step(self):
         """Number of optimizer steps taken by all processes together (read off the first parameter)."""
@@ -53,38 +104,104 @@ class _SharedStateMixin:
 
 
 class SharedAdam(_SharedStateMixin, torch.optim.Adam):
-    """``torch.optim.Adam`` (``amsgrad=True`` too) with its state in shared memory from construction on."""
+    """``torch.optim.Adam`` (``amsgrad=True`` too) with its state in shared memory and each element's step bounded
+    by what sequential Adam can take (module docstring)."""
 
-    def _init_state(self, group, p):
+    def __init__(self, params, lr=1e-4, eps=DEFAULT_EPS["Adam"], **kwargs):
+        super().__init__(params, lr=lr, eps=eps, **kwargs)
+
+    def _init_state(self, group, p, missing_only=False):
         state = self.state[p]
-        # torch keeps 'step' as a CPU float32 scalar unless capturable/fused; we match that so step() runs unchanged.
-        state["step"] = torch.zeros((), dtype=torch.float32)
-        state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        if group["amsgrad"]:
-            state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        # torch keeps 'step' as a CPU float32 scalar unless capturable/fused; we match that (and its state_dict).
+        if not (missing_only and "step" in state):
+            state["step"] = torch.zeros((), dtype=torch.float32)
+        self._zeros(p, "exp_avg", missing_only)
+        self._zeros(p, "exp_avg_sq", missing_only)
+        if group["amsgrad"]:  # switched on at a resume: the maximum so far is at least the current estimate
+            self._zeros(p, "max_exp_avg_sq", missing_only, like=state["exp_avg_sq"] if missing_only else None)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None if closure is None else closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad if weight_decay == 0 else p.grad.add(p, alpha=weight_decay)
+                state = self.state[p]
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                state["step"] += 1
+                t = state["step"].item()
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                bias_correction1 = 1 - beta1**t
+                second = exp_avg_sq
+                if group["amsgrad"]:
+                    torch.maximum(state["max_exp_avg_sq"], exp_avg_sq, out=state["max_exp_avg_sq"])
+                    second = state["max_exp_avg_sq"]
+                denom = (second.sqrt() / (1 - beta2**t) ** 0.5).add_(eps)
+                # read m once, clipped so that m_hat / denom stays within sequential Adam's bound
+                first = _clip_to(exp_avg, denom, adam_step_bound(beta1, beta2, t) * bias_correction1)
+                p.addcdiv_(first, denom, value=-lr / bias_correction1)
+        return loss
 
 
 class SharedRMSprop(_SharedStateMixin, torch.optim.RMSprop):
-    """``torch.optim.RMSprop`` (momentum and centered too) with its state in shared memory from construction on."""
+    """``torch.optim.RMSprop`` (momentum and centered too) with its state in shared memory and, unless centered,
+    each element's ``g / (sqrt(v) + eps)`` bounded by ``1 / sqrt(1 - alpha)`` (module docstring)."""
 
-    def _init_state(self, group, p):
+    def __init__(self, params, lr=1e-4, eps=DEFAULT_EPS["RMSprop"], **kwargs):
+        super().__init__(params, lr=lr, eps=eps, **kwargs)
+
+    def _init_state(self, group, p, missing_only=False):
         state = self.state[p]
-        state["step"] = torch.zeros((), dtype=torch.float32)
-        state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        if not (missing_only and "step" in state):
+            state["step"] = torch.zeros((), dtype=torch.float32)
+        self._zeros(p, "square_avg", missing_only)
         if group["momentum"] > 0:
-            state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            self._zeros(p, "momentum_buffer", missing_only)
         if group["centered"]:
-            state["grad_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            self._zeros(p, "grad_avg", missing_only)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None if closure is None else closure()
+        for group in self.param_groups:
+            lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad if group["weight_decay"] == 0 else p.grad.add(p, alpha=group["weight_decay"])
+                state = self.state[p]
+                state["step"] += 1
+                square_avg = state["square_avg"]
+                square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+                if group["centered"]:
+                    grad_avg = state["grad_avg"]
+                    grad_avg.lerp_(grad, 1 - alpha)
+                    avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_().add_(eps)
+                else:
+                    avg = square_avg.sqrt().add_(eps)
+                    grad = _clip_to(grad, avg, 1.0 / math.sqrt(1.0 - alpha)) if alpha < 1 else grad
+                if momentum > 0:
+                    buf = state["momentum_buffer"]
+                    buf.mul_(momentum).addcdiv_(grad, avg)
+                    p.add_(buf, alpha=-lr)
+                else:
+                    p.addcdiv_(grad, avg, value=-lr)
+        return loss
 
 
 OPTIMIZERS = {"Adam": (SharedAdam, torch.optim.Adam), "RMSprop": (SharedRMSprop, torch.optim.RMSprop)}
 
 
-def make_optimizer(name, params, shared, lr, amsgrad=False):
-    """Build the optimizer ``--optimizer name`` names, shared (hogwild state) or process-private."""
+def make_optimizer(name, params, shared, lr, amsgrad=False, eps=None):
+    """Build the optimizer ``--optimizer name`` names, shared (hogwild state, bounded steps) or process-private
+    (``--no-shared-optimizer``: torch's own). ``eps=None``: rl_a3c_pytorch's default for that optimizer."""
     shared_cls, plain_cls = OPTIMIZERS[name]
-    kwargs = {"lr": lr}
+    kwargs = {"lr": lr, "eps": DEFAULT_EPS[name] if eps is None else eps}
     if name == "Adam":
         kwargs["amsgrad"] = amsgrad
     return (shared_cls if shared else plain_cls)(params, **kwargs)

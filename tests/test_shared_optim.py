@@ -1,18 +1,21 @@
 """Shared optimizers: the same numbers as torch.optim, state in shared memory, one step count for all processes."""
 
+import math
 import multiprocessing
 
 import pytest
 import torch
 
-from shared_optim import SharedAdam, SharedRMSprop, make_optimizer
+from shared_optim import SharedAdam, SharedRMSprop, adam_step_bound, make_optimizer
 
 CASES = [
-    (SharedAdam, torch.optim.Adam, {"lr": 1e-2}),
-    (SharedAdam, torch.optim.Adam, {"lr": 1e-2, "amsgrad": True, "weight_decay": 0.1}),
+    (SharedAdam, torch.optim.Adam, {"lr": 1e-2, "eps": 1e-8}),
+    (SharedAdam, torch.optim.Adam, {"lr": 1e-2, "eps": 1e-3}),
+    (SharedAdam, torch.optim.Adam, {"lr": 1e-2, "eps": 1e-8, "amsgrad": True, "weight_decay": 0.1}),
     (SharedAdam, torch.optim.Adam, {"lr": 3e-3, "betas": (0.8, 0.9), "eps": 1e-6}),
-    (SharedRMSprop, torch.optim.RMSprop, {"lr": 1e-2}),
-    (SharedRMSprop, torch.optim.RMSprop, {"lr": 1e-2, "momentum": 0.9, "centered": True, "alpha": 0.95}),
+    (SharedRMSprop, torch.optim.RMSprop, {"lr": 1e-2, "eps": 1e-8}),
+    (SharedRMSprop, torch.optim.RMSprop, {"lr": 1e-2, "eps": 0.1, "momentum": 0.9}),
+    (SharedRMSprop, torch.optim.RMSprop, {"lr": 1e-2, "eps": 1e-8, "momentum": 0.9, "centered": True, "alpha": 0.95}),
 ]
 
 
@@ -104,3 +107,57 @@ def test_unshared_optimizer_is_plain_torch():
     net = make_net()
     assert type(make_optimizer("Adam", net.parameters(), shared=False, lr=1e-3)) is torch.optim.Adam
     assert type(make_optimizer("RMSprop", net.parameters(), shared=False, lr=1e-3)) is torch.optim.RMSprop
+
+
+def test_defaults_are_rl_a3c_pytorchs_eps():
+    net = make_net()
+    assert make_optimizer("Adam", net.parameters(), shared=True, lr=1e-3).defaults["eps"] == 1e-3
+    assert make_optimizer("RMSprop", net.parameters(), shared=True, lr=1e-3).defaults["eps"] == 0.1
+    assert make_optimizer("Adam", net.parameters(), shared=False, lr=1e-3, eps=1e-5).defaults["eps"] == 1e-5
+
+
+@pytest.mark.parametrize("betas", [(0.9, 0.999), (0.8, 0.9), (0.5, 0.99)])
+def test_adam_step_bound_holds_and_is_reached(betas):
+    """No gradient sequence takes sequential Adam past adam_step_bound(t); the Cauchy-Schwarz worst case
+    (g_{t-k} proportional to (b1 / b2)^k) reaches it."""
+    b1, b2 = betas
+    g = torch.Generator().manual_seed(0)
+    for t in (1, 2, 5, 50, 2000):
+        worst = torch.tensor([(b1 / b2) ** (t - i) for i in range(1, t + 1)], dtype=torch.float64)
+        sequences = [worst, torch.randn(t, generator=g, dtype=torch.float64),
+                     torch.randn(t, generator=g, dtype=torch.float64).exp()]
+        for grads in sequences:
+            m = v = 0.0
+            for x in grads.tolist():
+                m, v = b1 * m + (1 - b1) * x, b2 * v + (1 - b2) * x * x
+            ratio = abs(m / (1 - b1**t)) / math.sqrt(v / (1 - b2**t))
+            assert ratio <= adam_step_bound(b1, b2, t) * (1 + 1e-9)
+        m = v = 0.0
+        for x in worst.tolist():
+            m, v = b1 * m + (1 - b1) * x, b2 * v + (1 - b2) * x * x
+        assert abs(m / (1 - b1**t)) / math.sqrt(v / (1 - b2**t)) == pytest.approx(adam_step_bound(b1, b2, t))
+    assert adam_step_bound(0.9, 0.999, 1) == pytest.approx(1.0)
+    assert adam_step_bound(0.9, 0.999, 10**6) == pytest.approx(0.1 / math.sqrt(0.001 * (1 - 0.81 / 0.999)))
+
+
+def test_torn_hogwild_state_cannot_make_a_wild_step():
+    """What a worker can read under hogwild: another worker's new first moment already written, its second moment
+    not yet. torch's Adam then divides by eps alone where this worker's own gradient was zero; ours stays within
+    the sequential bound. This is what collapsed a Pong run in its first 50k frames (BENCHMARKS.md)."""
+    lr, eps = 3e-4, 1e-8
+    steps = {}
+    for name, cls in (("shared", SharedAdam), ("torch", torch.optim.Adam)):
+        weight = torch.nn.Parameter(torch.zeros(4))
+        opt = cls([weight], lr=lr, eps=eps)
+        weight.grad = torch.tensor([0.0, 0.0, 1e-3, 0.5])  # this worker's gradient: zero on two elements
+        if name == "torch":
+            opt.step()  # make torch's lazy state, then tear it like the shared one
+            weight.data.zero_()
+        state = opt.state[weight]
+        state["step"].fill_(1)
+        state["exp_avg"].copy_(torch.tensor([0.1 * 0.8, 0.0, 0.0, 0.0]))  # another worker's m landed...
+        state["exp_avg_sq"].zero_()  # ... its v did not
+        opt.step()
+        steps[name] = weight.detach().abs().max().item() / lr
+    assert steps["shared"] <= adam_step_bound(0.9, 0.999, 2) * 1.001
+    assert steps["torch"] > 1e5  # the wild step, for contrast
