@@ -9,8 +9,11 @@ Each rollout:
    step the optimizer, which updates the shared weights (and, with ``--shared-optimizer``, the shared statistics).
 
 The LSTM state is carried from one rollout to the next (detached: truncated backprop through time) and reset to
-zero where an episode ended.
+zero where an episode ended. An episode cut by a time limit (``--max-episode-length``, CartPole's 500 steps) is not
+terminal: its return bootstraps from the value of the observation it was cut at (``play_rollout``).
 """
+
+import collections
 
 import numpy as np
 import torch
@@ -34,29 +37,83 @@ class RolloutEnvs:
     """A worker's environments, stepped together; observations are written into rows of a caller's ``[B, ...]``
     array (a row of the rollout buffer), so stepping allocates nothing."""
 
-    def __init__(self, settings, count, seed, clip_rewards):
-        self.envs = [make_env(settings, train=True) for _ in range(count)]
+    def __init__(self, settings, count, seed, clip_rewards, envs=None):
+        self.envs = envs if envs is not None else [make_env(settings, train=True) for _ in range(count)]
         self.clip_rewards = clip_rewards
-        self.atari = is_atari(settings.env_id)
+        self.atari = settings is not None and is_atari(settings.env_id)
         self.first_obs = np.stack([env.reset(seed=seed + 10007 * j)[0] for j, env in enumerate(self.envs)])
         self.rewards = np.zeros(count, dtype=np.float32)
         self.dones = np.zeros(count, dtype=np.float32)
+        self.truncated = np.zeros(count, dtype=bool)  # cut by a time limit, not ended by the game
+        self.final_obs = np.zeros_like(self.first_obs)  # their last observation, to bootstrap from
 
     def step(self, actions, obs_out):
         """Step every env, writing observations into ``obs_out``; returns (rewards, dones, finished games).
-        Done envs are reset in place: their row holds the first observation of the next episode."""
+        Done envs are reset in place: their row holds the first observation of the next episode; for envs cut by
+        a time limit (``self.truncated``) the observation they were cut at is in ``self.final_obs``."""
         games = 0
         for j, env in enumerate(self.envs):
             obs, reward, terminated, truncated, _ = env.step(int(actions[j]))
             done = terminated or truncated
+            self.truncated[j] = truncated and not terminated
             if done:
                 # a lost life ends the learner's episode; only a real game over counts as a finished game
                 games += 1 if not self.atari or env.get_wrapper_attr("game_over") else 0
+                if self.truncated[j]:
+                    self.final_obs[j] = obs
                 obs, _ = env.reset()
             obs_out[j] = obs
             self.rewards[j] = max(-1.0, min(1.0, reward)) if self.clip_rewards else reward
             self.dones[j] = done
         return self.rewards, self.dones, games
+
+
+Rollout = collections.namedtuple("Rollout", "log_probs entropies values rewards discounts bootstrap_value games")
+
+
+def play_rollout(model, envs, observations, recurrent_state, gamma, device):
+    """Play ``T = len(observations) - 1`` steps in every env of ``envs``, sampling actions from ``model``.
+
+    ``observations`` is the ``[T + 1, B, ...]`` host buffer: row 0 holds the current observations on entry, and
+    each step's observations are written into the next row (rows are never reused within a rollout: autograd
+    keeps every step's input). ``recurrent_state`` ``(hx, cx)`` is the state before row 0. Returns the ``[T, B]``
+    tensors of the A3C loss as a ``Rollout``, and the recurrent state after the last row (zeroed where an episode
+    ended). Episodes cut by a time limit are not terminal: their last reward gets ``gamma * V(last observation)``
+    added, so that the return bootstraps from where the cut left the agent, not from 0 (a terminal state)."""
+    num_steps, batch = observations.shape[0] - 1, observations.shape[1]
+    observations_np = observations.numpy()
+    hx, cx = recurrent_state
+    rewards, dones = torch.zeros(num_steps, batch), torch.zeros(num_steps, batch)
+    values, log_probs, entropies = [], [], []
+    games = 0
+    for t in range(num_steps):
+        value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
+        value, logits = value.float(), logits.float()
+        log_prob = F.log_softmax(logits, dim=-1)
+        prob = log_prob.exp()
+        action = prob.multinomial(1)
+        values.append(value)
+        log_probs.append(log_prob.gather(1, action).squeeze(1))
+        entropies.append(-(log_prob * prob).sum(-1))
+
+        step_rewards, step_dones, finished = envs.step(action.squeeze(1).cpu().numpy(), observations_np[t + 1])
+        games += finished
+        rewards[t] = torch.from_numpy(step_rewards)
+        dones[t] = torch.from_numpy(step_dones)
+        if step_dones.any():
+            cut = np.flatnonzero(envs.truncated)
+            if len(cut):
+                with torch.no_grad():
+                    final = torch.from_numpy(envs.final_obs[cut]).to(device)
+                    final_value, _, _ = model(final, (hx[cut], cx[cut]))
+                rewards[t, cut] += gamma * final_value.float().cpu()
+            keep = (1.0 - dones[t]).to(device).unsqueeze(1)  # cut the LSTM state where an episode ended
+            hx, cx = hx * keep, cx * keep
+    with torch.no_grad():
+        bootstrap_value, _, _ = model(observations[-1].to(device), (hx, cx))
+    rollout = Rollout(torch.stack(log_probs), torch.stack(entropies), torch.stack(values), rewards.to(device),
+                      (gamma * (1.0 - dones)).to(device), bootstrap_value.float(), games)
+    return rollout, (hx, cx)
 
 
 def a3c_loss(log_probs, entropies, values, rewards, discounts, bootstrap_value, args):
@@ -69,6 +126,14 @@ def a3c_loss(log_probs, entropies, values, rewards, discounts, bootstrap_value, 
     entropy = entropies.sum(0).mean()
     loss = policy_loss + args.value_coef * value_loss - args.entropy_coef * entropy
     return loss, policy_loss, value_loss, entropy
+
+
+def push_gradients(shared_params, local_params, optimizer):
+    """The replica's gradients into this process's ``.grad`` buffers of the shared parameters (``copy_`` also
+    converts a channels-last replica's layout), then one optimizer step on the shared weights."""
+    for shared_p, local_p in zip(shared_params, local_params):
+        shared_p.grad.copy_(local_p.grad)
+    optimizer.step()
 
 
 def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid):
@@ -85,7 +150,8 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     model.train()
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
     if optimizer is None:  # --no-shared-optimizer: statistics of this worker's own
-        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), False, args.lr, args.amsgrad)
+        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), False, args.lr, args.amsgrad,
+                                   args.eps)
     # This process's gradient buffers on the shared parameters: allocated once, overwritten every update.
     shared_params = list(shared_model.parameters())
     for p in shared_params:
@@ -93,16 +159,11 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     local_params = list(model.parameters())
 
     hx, cx = model.initial_state(batch, device)
-    # Rollout storage on the host, allocated once; the envs write each step's observations into their own row
-    # through a numpy view. Rows are never reused within a rollout: autograd keeps every step's input for the
-    # backward pass. (numpy writes bypass autograd's version counter, which would flag writes to *other* rows.)
+    # Rollout storage on the host, allocated once; the envs write each step's observations into their own row.
     observations = torch.zeros((num_steps + 1, batch) + envs.first_obs.shape[1:])
     if device.type == "cuda":
         observations = observations.pin_memory()
-    observations_np = observations.numpy()
-    observations_np[-1] = envs.first_obs
-    rewards = torch.zeros(num_steps, batch)
-    dones = torch.zeros(num_steps, batch)
+    observations[-1] = torch.from_numpy(envs.first_obs)
     frames_per_rollout = num_steps * batch * frames_per_step
     updates = nonfinite_in_a_row = 0
     fault_nan = rank == 0 and injected_fault("worker_nan")  # test hooks (utils.injected_fault)
@@ -110,39 +171,13 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
 
     while not state.stop.is_set() and parent_alive(parent_pid):
         model.load_state_dict(shared_model.state_dict())
-        hx, cx = hx.detach(), cx.detach()
-        observations_np[0] = observations_np[-1]  # where the previous rollout left off
-        values, log_probs, entropies = [], [], []
-        games = 0
+        observations[0] = observations[-1]  # where the previous rollout left off
         # One autocast region for the whole rollout (with --bf16): the weights are cast to bfloat16 once per
         # rollout rather than at every step (17% of the Nature network's training cost at 8 envs).
         with autocast:
-            for t in range(num_steps):
-                value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
-                value, logits = value.float(), logits.float()
-                log_prob = F.log_softmax(logits, dim=-1)
-                prob = log_prob.exp()
-                action = prob.multinomial(1)
-                values.append(value)
-                log_probs.append(log_prob.gather(1, action).squeeze(1))
-                entropies.append(-(log_prob * prob).sum(-1))
-
-                step_rewards, step_dones, finished = envs.step(action.squeeze(1).cpu().numpy(),
-                                                               observations_np[t + 1])
-                games += finished
-                rewards[t] = torch.from_numpy(step_rewards)
-                dones[t] = torch.from_numpy(step_dones)
-                if step_dones.any():
-                    keep = (1.0 - dones[t]).to(device).unsqueeze(1)  # cut the LSTM state where an episode ended
-                    hx, cx = hx * keep, cx * keep
-
-            with torch.no_grad():
-                bootstrap_value, _, _ = model(observations[-1].to(device), (hx, cx))
-        bootstrap_value = bootstrap_value.float()
-        loss, policy_loss, value_loss, entropy = a3c_loss(
-            torch.stack(log_probs), torch.stack(entropies), torch.stack(values),
-            rewards.to(device), (args.gamma * (1.0 - dones)).to(device), bootstrap_value, args,
-        )
+            rollout, (hx, cx) = play_rollout(model, envs, observations, (hx.detach(), cx.detach()), args.gamma,
+                                             device)
+        loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args)
 
         if fault_nan:
             loss = loss * float("nan")
@@ -155,9 +190,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
             if args.max_grad_norm > 0 else torch.nn.utils.get_total_norm([p.grad for p in local_params])
         )
         if torch.isfinite(grad_norm) and torch.isfinite(loss):
-            for shared_p, local_p in zip(shared_params, local_params):
-                shared_p.grad.copy_(local_p.grad)
-            optimizer.step()
+            push_gradients(shared_params, local_params, optimizer)
             nonfinite_in_a_row = 0
         else:  # never write a NaN/inf update into the shared model: skip it, count it, give up if it persists
             nonfinite_in_a_row += 1
@@ -165,7 +198,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
             if nonfinite_in_a_row >= args.max_nonfinite:
                 state.diverged.value = 1
             hx, cx = model.initial_state(batch, device)  # the recurrent state may be non-finite too
-        state.add(rank, frames_per_rollout, games)
+        state.add(rank, frames_per_rollout, rollout.games)
         updates += 1
         if rank == 0:  # per-step figures for TensorBoard (the evaluator writes them)
             state.losses[:] = [policy_loss.item() / num_steps, value_loss.item() / num_steps,

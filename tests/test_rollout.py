@@ -1,0 +1,209 @@
+"""The worker's rollout and hand-off: recurrent state per environment, what carries across rollouts, time limits
+that bootstrap, and gradients that reach the shared model intact."""
+
+import argparse
+import multiprocessing
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from model import build_model, fast_layout, model_meta
+from shared_optim import SharedAdam
+from train import RolloutEnvs, a3c_loss, play_rollout, push_gradients
+
+GAMMA = 0.9
+
+
+class CountingEnv(gym.Env):
+    """Observation ``[steps into the episode, env index + 1]`` (never all zeros, which would keep an LSTM at 0), reward 1 a step; the episode terminates after
+    ``length`` steps (``length=None``: never; a TimeLimit can still cut it)."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index, length):
+        self.index, self.length, self.t = index, length, 0
+
+    def _obs(self):
+        return np.array([self.t, self.index + 1], dtype=np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, self.length is not None and self.t >= self.length, False, {}
+
+
+class Recorder(torch.nn.Module):
+    """Wraps a model and records every observation and recurrent state it is given."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.calls = model, []
+
+    def initial_state(self, *a, **k):
+        return self.model.initial_state(*a, **k)
+
+    def forward(self, obs, state):
+        self.calls.append((obs.clone(), state[0].clone(), state[1].clone()))
+        return self.model(obs, state)
+
+
+class ConstantValue(torch.nn.Module):
+    """A feed-forward 'network' whose value is 5 everywhere and whose policy is uniform."""
+
+    def initial_state(self, batch=1, device="cpu"):
+        return torch.zeros(batch, 0), torch.zeros(batch, 0)
+
+    def forward(self, obs, state):
+        batch = obs.shape[0]
+        return torch.full((batch,), 5.0), torch.zeros(batch, 2, requires_grad=True), state
+
+
+def make_envs(lengths, time_limit=None):
+    envs = [CountingEnv(i, n) for i, n in enumerate(lengths)]
+    if time_limit:
+        envs = [gym.wrappers.TimeLimit(e, max_episode_steps=time_limit) for e in envs]
+    return RolloutEnvs(None, len(envs), seed=0, clip_rewards=False, envs=envs)
+
+
+def buffer_for(envs, steps):
+    observations = torch.zeros((steps + 1, len(envs.envs), 2))
+    observations[0] = torch.from_numpy(envs.first_obs)
+    return observations
+
+
+def lstm():
+    torch.manual_seed(0)
+    return Recorder(build_model(model_meta("mlplstm", [2], 2, 8)))
+
+
+def test_lstm_state_is_reset_only_for_the_env_whose_episode_ended():
+    envs = make_envs([2, 3, None])  # env 0 ends after its 2nd step, env 1 after its 3rd, env 2 never
+    model = lstm()
+    observations = buffer_for(envs, 5)
+    with torch.no_grad():
+        rollout, _ = play_rollout(model, envs, observations, model.initial_state(3), GAMMA, "cpu")
+    hx_in = [hx for _, hx, _ in model.calls[:5]]  # the state fed at steps 0..4
+    assert torch.all(hx_in[0] == 0)
+    for t in range(1, 5):
+        fresh = {0: t == 2 or t == 4, 1: t == 3, 2: False}  # an episode of env 0 also ends after step 3
+        for env, zero in fresh.items():
+            assert bool(torch.all(hx_in[t][env] == 0)) == zero, (t, env)
+    # the episode ends are terminal: discount 0 exactly there
+    expected_done = torch.tensor([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 0, 0], [0, 0, 0]], dtype=torch.float32)
+    torch.testing.assert_close(rollout.discounts, GAMMA * (1 - expected_done))
+    # after a reset the env's row holds the first observation of its next episode
+    assert observations[2, 0, 0] == 0 and observations[3, 1, 0] == 0 and observations[5, 2, 0] == 5
+
+
+def test_observation_row_and_state_carry_across_rollouts():
+    envs = make_envs([None, None])
+    model = lstm()
+    observations = buffer_for(envs, 3)
+    state = model.initial_state(2)
+    with torch.no_grad():
+        _, state = play_rollout(model, envs, observations, state, GAMMA, "cpu")
+        last_obs, last_state = observations[-1].clone(), state[0].clone()
+        observations[0] = observations[-1]  # what the worker does between rollouts
+        model.calls.clear()
+        play_rollout(model, envs, observations, state, GAMMA, "cpu")
+    first_obs, first_hx, _ = model.calls[0]
+    torch.testing.assert_close(first_obs, last_obs)
+    assert torch.equal(last_obs[:, 0], torch.tensor([3.0, 3.0]))  # the episodes went on: 3 steps in
+    torch.testing.assert_close(first_hx, last_state)
+    assert not torch.all(first_hx == 0)
+
+
+def test_time_limit_bootstraps_from_the_last_observation_but_termination_does_not():
+    envs = make_envs([2, None], time_limit=3)  # env 0 terminates at step 2; env 1 is cut at step 3
+    observations = buffer_for(envs, 4)
+    rollout, _ = play_rollout(ConstantValue(), envs, observations, ConstantValue().initial_state(2), GAMMA, "cpu")
+    # env 0: terminal after its 2nd step (t=1): reward 1, discount 0, nothing added
+    assert rollout.rewards[1, 0] == 1.0 and rollout.discounts[1, 0] == 0.0
+    # env 1: cut after its 3rd step (t=2): the reward carries gamma * V(cut observation) = 0.9 * 5
+    assert rollout.rewards[2, 1] == pytest.approx(1.0 + GAMMA * 5.0) and rollout.discounts[2, 1] == 0.0
+    assert rollout.rewards[0, 1] == 1.0 and rollout.rewards[3, 1] == 1.0
+    # so the return at the cut is what an uncut episode would bootstrap to: 1 + 0.9 * V
+    from returns import nstep_returns
+
+    returns = nstep_returns(rollout.rewards, rollout.discounts, rollout.bootstrap_value)
+    assert returns[2, 1] == pytest.approx(1.0 + GAMMA * 5.0)
+    assert returns[1, 0] == pytest.approx(1.0)
+
+
+def test_gradient_reaching_the_shared_model_equals_the_replicas():
+    """A channels-last replica of the Nature network: its gradients land in the shared (contiguous) parameters
+    unchanged, and the optimizer steps exactly the shared weights."""
+    meta = model_meta("nature", [4, 84, 84], 6, 0)
+    torch.manual_seed(0)
+    shared = build_model(meta)
+    shared.share_memory()
+    replica = fast_layout(build_model(meta), meta, True)
+    replica.load_state_dict(shared.state_dict())
+    shared_params = list(shared.parameters())
+    for p in shared_params:
+        p.grad = torch.zeros_like(p)
+    value, logits, _ = replica(torch.rand(3, 4, 84, 84).to(memory_format=torch.channels_last),
+                               replica.initial_state(3))
+    (value.pow(2).sum() + logits.logsumexp(-1).sum()).backward()
+    before = [p.detach().clone() for p in shared_params]
+    optimizer = SharedAdam(shared_params, lr=1e-3)
+    push_gradients(shared_params, list(replica.parameters()), optimizer)
+    reference = [p.detach().clone().requires_grad_() for p in before]
+    for r, p in zip(reference, replica.parameters()):
+        r.grad = p.grad.contiguous()
+    torch.optim.Adam(reference, lr=1e-3, eps=1e-3).step()
+    for shared_p, replica_p, ref in zip(shared_params, replica.parameters(), reference):
+        torch.testing.assert_close(shared_p.grad, replica_p.grad, rtol=0, atol=0)
+        torch.testing.assert_close(shared_p.detach(), ref.detach(), rtol=0, atol=0)
+
+
+def _worker_steps(shared, optimizer, steps):
+    torch.set_num_threads(1)
+    local = torch.nn.Linear(3, 2)
+    shared_params = list(shared.parameters())
+    for p in shared_params:
+        p.grad = torch.zeros_like(p)
+    for _ in range(steps):
+        local.load_state_dict(shared.state_dict())
+        local.zero_grad()
+        local.weight.sum().add(local.bias.sum()).backward()  # gradient 1 everywhere, every time
+        push_gradients(shared_params, list(local.parameters()), optimizer)
+
+
+def test_two_workers_step_one_shared_model_without_losing_an_update():
+    """With a constant gradient Adam's step is exactly lr / (1 + eps) whatever the interleaving (m_hat = v_hat = 1),
+    so after both workers' steps every weight has moved by exactly their number times that."""
+    torch.manual_seed(0)
+    shared = torch.nn.Linear(3, 2)
+    shared.share_memory()
+    before = [p.detach().clone() for p in shared.parameters()]
+    lr, eps, steps = 1e-2, 1e-3, 25
+    optimizer = SharedAdam(shared.parameters(), lr=lr, eps=eps)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_worker_steps, args=(shared, optimizer, steps)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    assert optimizer.global_step == 2 * steps
+    for b, p in zip(before, shared.parameters()):
+        torch.testing.assert_close(b - p.detach(), torch.full_like(b, 2 * steps * lr / (1 + eps)), rtol=1e-4, atol=0)
+
+
+def test_loss_of_a_rollout_with_a_real_model_is_finite_and_trains():
+    envs = make_envs([4, 7])
+    model = lstm()
+    observations = buffer_for(envs, 5)
+    rollout, _ = play_rollout(model, envs, observations, model.initial_state(2), GAMMA, "cpu")
+    args = argparse.Namespace(tau=1.0, value_coef=0.5, entropy_coef=0.01)
+    loss, *_ = a3c_loss(*rollout[:-1], args)
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is not None for p in model.parameters())
