@@ -115,7 +115,8 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
     args, settings, meta, _, _ = a3g.validate(argv)
     shared_model = build_model(meta)
     shared_model.share_memory()
-    optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad)
+    optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad,
+                               args.eps)
     ctx = mp.get_context("spawn")
     state = RunState(ctx, workers)
     paths = a3g.prepare_run_dir(args, None)

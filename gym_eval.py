@@ -30,7 +30,7 @@ import torch
 
 from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
 from environment import make_env
-from model import ModelError, build_model
+from model import RECURRENT_MODELS, ModelError, build_model
 from utils import (CheckpointError, OneLineParser, atomic_write_text, env_file_name, file_logger, load_checkpoint,
                    missing_gpus)
 
@@ -131,7 +131,8 @@ def load_model_file(args):
     meta = data["model_meta"]
     if not isinstance(meta, dict):
         raise BadInput(f"{path} has an unreadable 'model_meta' entry")
-    if args.hidden_size is not None and args.hidden_size != meta.get("hidden_size"):
+    if (args.hidden_size is not None and meta.get("model") in RECURRENT_MODELS
+            and args.hidden_size != meta.get("hidden_size")):  # feed-forward networks have no hidden size
         raise BadInput(f"--hidden-size {args.hidden_size} does not match the model's {meta.get('hidden_size')} "
                        f"(the network is rebuilt from {path}; leave --hidden-size out)")
     if args.max_episode_length is not None:

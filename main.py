@@ -31,12 +31,13 @@ import torch.multiprocessing as mp
 
 from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
 from environment import make_env
+from defaults import AUTO, auto_or, describe, resolve_defaults
 from model import FRAME_FORMAT, ModelError, build_model, choose_model, model_meta
-from shared_optim import make_optimizer
+from shared_optim import DEFAULT_EPS, make_optimizer
 from test import PROGRESS_FIELDS, test
 from train import train
 from utils import (FORMAT_VERSION, CheckpointError, OneLineParser, RunState, Stopwatch, atomic_torch_save,
-                   atomic_write_text, check_compatible, env_file_name, evaluator_cpu_share, file_logger,
+                   atomic_write_text, check_compatible, cpu_has_native_bf16, env_file_name, evaluator_cpu_share, file_logger,
                    format_time, load_checkpoint, missing_gpus, usable_cores)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,9 +66,11 @@ def build_parser(suppress_defaults=False):
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add = p.add_argument
     # rl_a3c_pytorch's flags: same names, short forms and meaning
-    add("-l", "--lr", type=float, default=0.0001, help="learning rate")
+    add("-l", "--lr", type=auto_or(float), default=AUTO,
+        help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlplstm")
     add("-ec", "--entropy-coef", type=float, default=0.01, help="entropy bonus coefficient")
-    add("-vc", "--value-coef", type=float, default=0.5, help="value loss coefficient")
+    add("-vc", "--value-coef", type=auto_or(float), default=AUTO,
+        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
     add("-g", "--gamma", type=float, default=0.99, help="discount factor")
     add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
     add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
@@ -88,21 +91,27 @@ def build_parser(suppress_defaults=False):
         help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
     add("-a", "--amsgrad", action=argparse.BooleanOptionalAction, default=False, help="Adam's amsgrad variant")
     add("--skip-rate", type=int, default=4, help="Atari frames per agent step (the emulator's own for v5 ids)")
-    add("-hs", "--hidden-size", type=int, default=512, help="LSTM hidden size")
+    add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
+        help="LSTM hidden size (recurrent networks only); auto: 512 for a3clstm, 64 for mlplstm")
     add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
         help="write TensorBoard events into the run directory")
     add("-evc", "--env-config", default=os.path.join(HERE, "config.json"), help="per-game crop settings (JSON)")
     add("-dss", "--distributed-step-size", type=int, nargs="+", default=[],
         help="rollout lengths handed out to the workers round-robin (overrides --num-steps)")
     # a3g's own
-    add("--model", default="auto", choices=["auto", "a3clstm", "mlplstm", "nature", "resnet"],
-        help="network: auto = a3clstm for Atari, mlplstm for vectors; nature and resnet are feed-forward on 4 "
-             "stacked 84x84 frames")
+    add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "nature", "resnet"],
+        help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlplstm for "
+             "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames")
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
         help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
-    add("--bf16", action=argparse.BooleanOptionalAction, default=False,
-        help="bfloat16 autocast for the workers' forward passes on CPUs/GPUs that support it (faster, less exact)")
-    add("--envs-per-worker", type=int, default=1, help="environments each worker steps together (batched)")
+    add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
+        help="bfloat16 autocast for the workers' forward passes (faster, less exact); auto: on for Atari on a "
+             "CPU-only machine whose CPU has native bf16, else off")
+    add("--envs-per-worker", type=auto_or(int), default=AUTO,
+        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
+             "GPUs, 4 for classic control")
+    add("--eps", type=auto_or(float), default=AUTO,
+        help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop")
     add("--max-frames", type=int, default=None, help="stop after this many frames in total (resumed ones included)")
     add("--max-seconds", type=float, default=None, help="stop after this many seconds of this invocation")
     add("--stop-score", type=float, default=None, help="stop ('solved') when the evaluator's mean reaches this")
@@ -140,9 +149,12 @@ def parse_args(argv):
     if args.resume:
         resumed = load_checkpoint(args.resume, kind="checkpoint")
         # A resumed run keeps its own settings; only flags given now change them. The GPUs are this machine's.
-        for key, value in (resumed.get("args") or {}).items():
+        saved = resumed.get("args") or {}
+        for key, value in saved.items():
             if key not in explicit and key not in ("resume", "run_dir", "load", "gpu_ids") and hasattr(args, key):
                 setattr(args, key, value)
+        if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
+            args.eps = AUTO  # the saved eps was the other optimizer's
         if "run_dir" not in explicit:
             args.run_dir = resumed_run_dir(args.resume)
     return args, resumed
@@ -152,8 +164,26 @@ def resumed_run_dir(path):
     return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
 
 
+def resumed_file(path):
+    return os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
+
+
+def frames_on_disk(checkpoint_path, resume_path, resumed):
+    """The frame count of the ``checkpoint.pt`` this run will replace first (it is archived under that count):
+    the resumed state's when the run resumed from that very file, else read from the file; None when none."""
+    if not os.path.exists(checkpoint_path):
+        return None
+    if resumed is not None and os.path.samefile(resumed_file(resume_path), checkpoint_path):
+        return int(resumed["frames"])
+    try:
+        return int(load_checkpoint(checkpoint_path)["frames"])
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        return None  # unreadable: nothing worth archiving
+
+
 def check_args(args):
-    """Every check of user input, up front; raises ValueError with a one-line reason."""
+    """Every check of user input, up front (after ``auto`` flags are resolved); raises ValueError with a one-line
+    reason."""
     positive = {"--workers": args.workers, "--num-steps": args.num_steps, "--lr": args.lr,
                 "--hidden-size": args.hidden_size, "--skip-rate": args.skip_rate,
                 "--max-episode-length": args.max_episode_length, "--envs-per-worker": args.envs_per_worker,
@@ -170,6 +200,8 @@ def check_args(args):
         raise ValueError(f"--gamma must be in (0, 1], got {args.gamma}")
     if not 0.0 <= args.tau <= 1.0:
         raise ValueError(f"--tau must be in [0, 1], got {args.tau}")
+    if not (args.eps > 0 and math.isfinite(args.eps)):
+        raise ValueError(f"--eps must be positive, got {args.eps}")
     for flag in ("entropy_coef", "value_coef", "max_grad_norm"):
         value = getattr(args, flag)
         if not (value >= 0 and math.isfinite(value)):
@@ -192,7 +224,6 @@ def check_args(args):
 
 def environment_setup(args):
     """Resolve the environment: its settings, the network's metadata, frames per step. Raises on bad input."""
-    env_spec(args.env)  # unknown ids fail here, before anything is built
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
     settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack)
@@ -383,6 +414,10 @@ def validate(argv):
     (args, settings, meta, resumed checkpoint or None, --load model or None); raises one of BAD_INPUT_ERRORS (or
     SystemExit(2) from the parser for malformed flags)."""
     args, resumed = parse_args(argv)
+    env_spec(args.env)  # unknown ids fail here, before anything is built
+    args.defaults = describe(*resolve_defaults(args, is_atari(args.env), args.gpu_ids != [-1], cpu_has_native_bf16()))
+    if args.eps == AUTO:
+        args.eps = DEFAULT_EPS[args.optimizer]
     check_args(args)
     settings, meta, args.frames_per_step = environment_setup(args)
     if resumed is not None:
@@ -407,13 +442,21 @@ def main(argv=None):
     shared_model = build_model(meta)
     optimizer = None
     if args.shared_optimizer:
-        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad)
+        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad,
+                                   args.eps)
     counters = {}
     try:
         if resumed is not None:
             shared_model.load_state_dict(resumed["state_dict"])
+            saved_optimizer = (resumed.get("args") or {}).get("optimizer", args.optimizer)
             if optimizer is not None and resumed.get("optimizer") is not None:
-                optimizer.load_state_dict(resumed["optimizer"])
+                if saved_optimizer != args.optimizer:
+                    print(f"a3g: note: {args.resume} holds {saved_optimizer} statistics; --optimizer "
+                          f"{args.optimizer} starts with fresh ones", file=sys.stderr, flush=True)
+                else:
+                    optimizer.load_state_dict(resumed["optimizer"])
+                    # the saved groups' lr/eps/amsgrad would win over the flags given now: apply the flags
+                    optimizer.set_hyperparameters(lr=args.lr, eps=args.eps, amsgrad=args.amsgrad)
             counters = {k: resumed.get(k, 0) for k in ("frames", "episodes", "eval_episodes")}
             counters.update({k: resumed.get(k, -math.inf) for k in ("best_return", "best_mean_return")})
         elif loaded is not None:
@@ -437,7 +480,8 @@ def main(argv=None):
     clock = Stopwatch()
     log = make_supervisor_log(paths["log_file"])
     checkpoints = CheckpointWriter(paths["checkpoint"], args.keep_checkpoints, log,
-                                   int(state.frames.value) if resumed is not None else None)
+                                   frames_on_disk(paths["checkpoint"], args.resume, resumed),
+                                   protect=resumed_file(args.resume) if resumed is not None else None)
 
     def save_checkpoint():
         return checkpoints.save({
@@ -453,7 +497,7 @@ def main(argv=None):
             "best_return": float(state.best_return.value),
             "best_mean_return": float(state.best_mean_return.value),
             "seconds": start_seconds + clock(),
-            "args": {k: v for k, v in vars(args).items() if k != "frames_per_step"},
+            "args": {k: v for k, v in vars(args).items() if k not in ("frames_per_step", "defaults")},
         })
 
     device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})
@@ -461,7 +505,9 @@ def main(argv=None):
           f"model {meta['model']}, evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a "
           f"core; run directory {args.run_dir}"
           + (f" (resumed at {int(state.frames.value)} frames)" if resumed is not None else ""), flush=True)
-    if args.bf16 and -1 in args.gpu_ids and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if args.defaults:
+        print(f"a3g: {args.defaults} (a flag given on the command line always wins)", flush=True)
+    if args.bf16 and -1 in args.gpu_ids and not cpu_has_native_bf16():
         print("a3g: warning: --bf16 on a CPU without native bfloat16 support is emulated: expect slower training, "
               "not faster", file=sys.stderr, flush=True)
 
@@ -524,13 +570,15 @@ class CheckpointWriter:
     """Writes ``checkpoint.pt`` atomically and keeps the ``keep - 1`` previous ones as ``checkpoint-<frames>.pt``.
 
     A failed write (disk full, read-only folder) is logged and leaves the previous checkpoint intact; training
-    goes on. ``save`` returns whether the write succeeded.
+    goes on. ``save`` returns whether the write succeeded. ``protect``: the file a run resumed from (an archive,
+    say), which is never replaced or rotated out: resuming must not destroy what it resumed from.
     """
 
-    def __init__(self, path, keep, log, last_frames=None):
+    def __init__(self, path, keep, log, last_frames=None, protect=None):
         self.path, self.keep, self.log = path, keep, log
         self.folder = os.path.dirname(os.path.abspath(path))
         self.last_frames = last_frames  # of the checkpoint.pt on disk (a resumed run's), archived at the next save
+        self.protect = os.path.abspath(protect) if protect else None
 
     def archived(self):
         found = []
@@ -544,6 +592,8 @@ class CheckpointWriter:
         archive = None
         if self.keep > 1 and self.last_frames is not None and os.path.exists(self.path):
             archive = os.path.join(self.folder, f"checkpoint-{self.last_frames}.pt")
+            if archive == self.protect:  # the same frame count: the protected file already holds that state
+                archive = None
         try:
             atomic_torch_save(payload, self.path, keep_previous_as=archive)
         except OSError as exc:
@@ -551,7 +601,7 @@ class CheckpointWriter:
                      f"training goes on: free some space or fix the folder's permissions")
             return False
         self.last_frames = int(payload["frames"])
-        archived = self.archived()
+        archived = [p for p in self.archived() if p != self.protect]
         for old in archived[: max(0, len(archived) - (self.keep - 1))]:
             try:
                 os.remove(old)

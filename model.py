@@ -193,10 +193,23 @@ def choose_model(name, obs_shape):
     return name
 
 
+RECURRENT_MODELS = ("a3clstm", "mlplstm")
+
+
 def model_meta(name, obs_shape, num_actions, hidden_size):
-    """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags."""
+    """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
+    Feed-forward networks have no hidden state: their ``hidden_size`` is stored as 0, whatever the flag says."""
     return {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
-            "hidden_size": int(hidden_size)}
+            "hidden_size": int(hidden_size) if name in RECURRENT_MODELS else 0}
+
+
+def same_network(a, b):
+    """Whether two ``model_meta`` dicts describe the same network. A feed-forward network's ``hidden_size`` is
+    ignored: files written before it was stored as 0 hold the flag's value (512), which the network never used."""
+    def key(meta):
+        return {**meta, "hidden_size": meta.get("hidden_size") if meta.get("model") in RECURRENT_MODELS else 0}
+
+    return key(a) == key(b)
 
 
 def build_model(meta):

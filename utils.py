@@ -12,6 +12,8 @@ import zipfile
 
 import torch
 
+from model import same_network
+
 FORMAT_VERSION = 1  # of checkpoint.pt and trained_models/<env>.pt; bump when their layout changes
 
 
@@ -137,6 +139,14 @@ def missing_gpus(gpu_ids):
     return [g for g in gpu_ids if g >= count], count
 
 
+def cpu_has_native_bf16():
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16, AMX): where --bf16 speeds training up."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a private API: without it, assume not
+        return False
+
+
 def device_for(gpu_ids, rank):
     """Worker ``rank``'s device: GPU ``gpu_ids[rank % len]``, or the CPU for ``--gpu-ids -1``."""
     gpu = gpu_ids[rank % len(gpu_ids)]
@@ -247,7 +257,7 @@ def check_compatible(data, path, env_id, meta):
     saved_env = (data.get("env") or {}).get("env_id")
     if saved_env != env_id:
         raise CheckpointError(f"{path} was trained on {saved_env}, not {env_id}")
-    if data["model_meta"] != meta:
+    if not same_network(data["model_meta"], meta):
         raise CheckpointError(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")
 
 

@@ -1,0 +1,74 @@
+"""Defaults that fit the environment family and the machine: what ``python main.py`` picks when a flag is not given.
+
+A few flags default to ``auto``. After parsing (and after a resumed run's saved flags are merged in, which are
+never ``auto``), ``resolve_defaults`` replaces each ``auto`` with the value that learned fastest for that family on
+that kind of machine, and returns what it picked with the reason, for the start-up line. A flag given on the
+command line is never touched, so rl_a3c_pytorch's commands keep their meaning.
+
+| family / machine | --model | --envs-per-worker | --lr | --bf16 | --hidden-size | --value-coef |
+|---|---|---|---|---|---|---|
+| Atari, CPU only | nature | 8 | 3e-4 | on where the CPU has native bf16 | - | 0.5 |
+| Atari, GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
+| classic control (vectors) | mlplstm | 4 | 2e-3 | off | 64 | 0.1 |
+
+Where they come from (BENCHMARKS.md): on a 2-core CPU the Nature network with 8 envs per worker and bf16 runs at
+~5,200 frames/s and reached an evaluator mean of +18 on Pong in ~11 minutes, while rl_a3c_pytorch's A3C-LSTM with
+one env per worker runs at ~680 frames/s and needs hours. On GPUs the A3C-LSTM keeps rl_a3c_pytorch's settings
+until GPU measurements say otherwise. CartPole's set solves it in ~20 s on 2 cores. A learning rate that is not
+given follows the network: rl_a3c_pytorch's 1e-4 for its A3C-LSTM, 3e-4 for the feed-forward networks.
+"""
+
+AUTO = "auto"
+
+LR = {"a3clstm": 1e-4, "nature": 3e-4, "resnet": 3e-4, "mlplstm": 2e-3}
+HIDDEN = {"a3clstm": 512, "mlplstm": 64, "nature": 512, "resnet": 512}  # feed-forward nets ignore it
+
+
+def auto_or(kind):
+    """An argparse ``type`` that accepts ``auto`` or a value of ``kind``."""
+
+    def parse(text):
+        return AUTO if text == AUTO else kind(text)
+
+    parse.__name__ = kind.__name__  # argparse names the type in its error message
+    return parse
+
+
+def family_of(atari):
+    return "atari" if atari else "classic"
+
+
+def resolve_defaults(args, atari, on_gpu, native_bf16):
+    """Fill every ``auto`` flag of ``args`` in place. Returns ``(description, [(flag, value), ...])`` of what was
+    picked, the description naming the family and machine (empty list: every flag was given)."""
+    machine = "GPUs" if on_gpu else "a CPU-only machine" + (" with native bf16" if native_bf16 else "")
+    description = f"{'Atari' if atari else 'classic control'} on {machine}"
+    picked = []
+
+    def pick(name, value):
+        if getattr(args, name) == AUTO:
+            setattr(args, name, value)
+            picked.append(("--" + name.replace("_", "-"), value))
+
+    if atari:
+        pick("model", "a3clstm" if on_gpu else "nature")
+        pick("envs_per_worker", 1 if on_gpu else 8)
+        pick("bf16", bool(native_bf16 and not on_gpu))
+    else:
+        pick("model", "mlplstm")
+        pick("envs_per_worker", 4)
+        pick("bf16", False)
+    model = args.model
+    pick("lr", LR.get(model, 1e-4))
+    pick("hidden_size", HIDDEN.get(model, 512))
+    pick("value_coef", 0.5 if atari else 0.1)
+    return description, picked
+
+
+def describe(description, picked):
+    """The start-up line's part about defaults."""
+    if not picked:
+        return ""
+    flags = " ".join(flag if value is True else f"--no-{flag[2:]}" if value is False else f"{flag} {value:g}"
+                     if isinstance(value, float) else f"{flag} {value}" for flag, value in picked)
+    return f"defaults for {description}: {flags}"

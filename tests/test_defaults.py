@@ -1,0 +1,67 @@
+"""Defaults per environment family and machine: 'auto' flags resolved, explicit flags untouched, and the choice
+shown at start-up."""
+
+import argparse
+
+import pytest
+
+from conftest import out_dirs, read_json, run_main
+from defaults import AUTO, describe, resolve_defaults
+
+
+def auto_args(**given):
+    names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef"]
+    return argparse.Namespace(**{n: given.get(n, AUTO) for n in names})
+
+
+@pytest.mark.parametrize("atari,gpu,bf16,expected", [
+    (True, False, True, {"model": "nature", "envs_per_worker": 8, "bf16": True, "lr": 3e-4, "value_coef": 0.5}),
+    (True, False, False, {"model": "nature", "envs_per_worker": 8, "bf16": False, "lr": 3e-4}),
+    (True, True, True, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4, "hidden_size": 512}),
+    (False, False, True, {"model": "mlplstm", "envs_per_worker": 4, "bf16": False, "lr": 2e-3, "hidden_size": 64,
+                          "value_coef": 0.1}),
+])
+def test_family_and_machine_defaults(atari, gpu, bf16, expected):
+    args = auto_args()
+    description, picked = resolve_defaults(args, atari, gpu, bf16)
+    for key, value in expected.items():
+        assert getattr(args, key) == value, key
+    assert AUTO not in vars(args).values()
+    assert len(picked) == 6 and ("Atari" if atari else "classic control") in description
+
+
+def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
+    args = auto_args(model="a3clstm", bf16=False, lr=5e-5)
+    _, picked = resolve_defaults(args, atari=True, on_gpu=False, native_bf16=True)
+    assert (args.model, args.bf16, args.lr, args.envs_per_worker) == ("a3clstm", False, 5e-5, 8)
+    assert {flag for flag, _ in picked} == {"--envs-per-worker", "--hidden-size", "--value-coef"}
+    args = auto_args(model="a3clstm")
+    resolve_defaults(args, atari=True, on_gpu=False, native_bf16=False)
+    assert args.lr == 1e-4  # rl_a3c_pytorch's rate for its network
+
+
+def test_describe_names_every_pick():
+    line = describe("Atari on a CPU-only machine", [("--model", "nature"), ("--bf16", True), ("--lr", 3e-4),
+                                                    ("--bf16", False)])
+    assert line == "defaults for Atari on a CPU-only machine: --model nature --bf16 --lr 0.0003 --no-bf16"
+    assert describe("x", []) == ""
+
+
+def test_cartpole_with_no_flags_gets_its_family_defaults(tmp_path):
+    result = run_main("--env", "CartPole-v1", "--max-frames", "2000", "--no-tensorboard-logger", *out_dirs(tmp_path),
+                      timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "defaults for classic control" in result.stdout and "--lr 0.002" in result.stdout
+    args = read_json(tmp_path / "run" / "args.json")
+    assert (args["lr"], args["hidden_size"], args["value_coef"], args["envs_per_worker"]) == (2e-3, 64, 0.1, 4)
+    assert args["eps"] == 1e-3 and args["model"] == "mlplstm"
+
+
+def test_explicit_flag_is_kept_and_not_listed_as_a_default(tmp_path):
+    result = run_main("--env", "CartPole-v1", "--lr", "0.01", "--optimizer", "RMSprop", "--max-frames", "2000",
+                      "--no-tensorboard-logger", *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    defaults_line = next(line for line in result.stdout.splitlines() if "defaults for" in line)
+    assert "--lr" not in defaults_line
+    args = read_json(tmp_path / "run" / "args.json")
+    assert args["lr"] == 0.01 and args["eps"] == 0.1
