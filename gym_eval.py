@@ -172,6 +172,7 @@ def device_for_flag(gpu_id):
     if missing:
         raise BadInput(f"--gpu-id {gpu_id} not available: this machine has {count} CUDA device(s) "
                        f"(use --gpu-id -1 for the CPU)")
+    torch.cuda.set_device(gpu_id)  # else CUDA's current device stays cuda:0, where allocations could land
     return torch.device(f"cuda:{gpu_id}")
 
 

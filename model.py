@@ -50,6 +50,9 @@ class RecurrentActorCritic(nn.Module):
 
     def forward(self, obs, state):
         hx, cx = self.lstm(self.features(obs), state)
+        # CUDA autocast runs the LSTM cell in bfloat16 (--bf16): the state carried to the next step and rollout
+        # stays float32 on every device, as it is on the CPU (a no-op there)
+        hx, cx = hx.float(), cx.float()
         return self.critic_linear(hx).squeeze(-1), self.actor_linear(hx), (hx, cx)
 
 

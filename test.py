@@ -53,6 +53,8 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
     if args.evaluator_nice:
         os.nice(args.evaluator_nice)
     device = device_for(args.gpu_ids, 0)
+    if device.type == "cuda":  # else CUDA's current device stays cuda:0, where allocations could land
+        torch.cuda.set_device(device)
     env = make_env(settings, train=False)
     env.reset(seed=args.seed + args.workers)
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
