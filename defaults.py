@@ -3,7 +3,8 @@
 A few flags default to ``auto``. After parsing (and after a resumed run's saved flags are merged in, which are
 never ``auto``), ``resolve_defaults`` replaces each ``auto`` with the value that learned fastest for that family on
 that kind of machine, and returns what it picked with the reason, for the start-up line. A flag given on the
-command line is never touched, so rl_a3c_pytorch's commands keep their meaning.
+command line is never touched, so rl_a3c_pytorch's commands keep their meaning. ``--eps`` follows ``--optimizer``
+(rl_a3c_pytorch's: Adam 1e-3, RMSprop 0.1).
 
 | family / machine | --model | --envs-per-worker | --lr | --bf16 | --hidden-size | --value-coef |
 |---|---|---|---|---|---|---|
@@ -17,6 +18,8 @@ one env per worker runs at ~680 frames/s and needs hours. On GPUs the A3C-LSTM k
 until GPU measurements say otherwise. CartPole's set solves it in ~20 s on 2 cores. A learning rate that is not
 given follows the network: rl_a3c_pytorch's 1e-4 for its A3C-LSTM, 3e-4 for the feed-forward networks.
 """
+
+from shared_optim import DEFAULT_EPS
 
 AUTO = "auto"
 
@@ -62,6 +65,7 @@ def resolve_defaults(args, atari, on_gpu, native_bf16):
     pick("lr", LR.get(model, 1e-4))
     pick("hidden_size", HIDDEN.get(model, 512))
     pick("value_coef", 0.5 if atari else 0.1)
+    pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer
     return description, picked
 
 

@@ -29,16 +29,16 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
+from defaults import AUTO, auto_or, describe, resolve_defaults
 from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
 from environment import make_env
-from defaults import AUTO, auto_or, describe, resolve_defaults
 from model import FRAME_FORMAT, ModelError, build_model, choose_model, model_meta
-from shared_optim import DEFAULT_EPS, make_optimizer
+from shared_optim import make_optimizer
 from test import PROGRESS_FIELDS, test
 from train import train
 from utils import (FORMAT_VERSION, CheckpointError, OneLineParser, RunState, Stopwatch, atomic_torch_save,
-                   atomic_write_text, check_compatible, cpu_has_native_bf16, env_file_name, evaluator_cpu_share, file_logger,
-                   format_time, load_checkpoint, missing_gpus, usable_cores)
+                   atomic_write_text, check_compatible, cpu_has_native_bf16, env_file_name, evaluator_cpu_share,
+                   file_logger, format_time, load_checkpoint, missing_gpus, usable_cores)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXIT_OK, EXIT_CRASH, EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -415,9 +415,8 @@ def validate(argv):
     SystemExit(2) from the parser for malformed flags)."""
     args, resumed = parse_args(argv)
     env_spec(args.env)  # unknown ids fail here, before anything is built
-    args.defaults = describe(*resolve_defaults(args, is_atari(args.env), args.gpu_ids != [-1], cpu_has_native_bf16()))
-    if args.eps == AUTO:
-        args.eps = DEFAULT_EPS[args.optimizer]
+    on_gpu = args.gpu_ids != [-1]
+    args.defaults = describe(*resolve_defaults(args, is_atari(args.env), on_gpu, cpu_has_native_bf16()))
     check_args(args)
     settings, meta, args.frames_per_step = environment_setup(args)
     if resumed is not None:

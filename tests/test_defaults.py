@@ -10,8 +10,8 @@ from defaults import AUTO, describe, resolve_defaults
 
 
 def auto_args(**given):
-    names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef"]
-    return argparse.Namespace(**{n: given.get(n, AUTO) for n in names})
+    names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef", "eps"]
+    return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), **{n: given.get(n, AUTO) for n in names})
 
 
 @pytest.mark.parametrize("atari,gpu,bf16,expected", [
@@ -27,17 +27,21 @@ def test_family_and_machine_defaults(atari, gpu, bf16, expected):
     for key, value in expected.items():
         assert getattr(args, key) == value, key
     assert AUTO not in vars(args).values()
-    assert len(picked) == 6 and ("Atari" if atari else "classic control") in description
+    assert args.eps == 1e-3
+    assert len(picked) == 7 and ("Atari" if atari else "classic control") in description
 
 
 def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
     args = auto_args(model="a3clstm", bf16=False, lr=5e-5)
     _, picked = resolve_defaults(args, atari=True, on_gpu=False, native_bf16=True)
     assert (args.model, args.bf16, args.lr, args.envs_per_worker) == ("a3clstm", False, 5e-5, 8)
-    assert {flag for flag, _ in picked} == {"--envs-per-worker", "--hidden-size", "--value-coef"}
+    assert {flag for flag, _ in picked} == {"--envs-per-worker", "--hidden-size", "--value-coef", "--eps"}
     args = auto_args(model="a3clstm")
     resolve_defaults(args, atari=True, on_gpu=False, native_bf16=False)
     assert args.lr == 1e-4  # rl_a3c_pytorch's rate for its network
+    args = auto_args(optimizer="RMSprop")
+    resolve_defaults(args, atari=False, on_gpu=False, native_bf16=False)
+    assert args.eps == 0.1
 
 
 def test_describe_names_every_pick():
