@@ -29,11 +29,15 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-import main as a3g
+from config import cpu_share, validate
 from environment import EnvSettings, frames_per_step, make_env
 from model import FRAME_FORMAT, build_model, fast_layout
 from shared_optim import make_optimizer
-from utils import RunState, evaluator_cpu_share, usable_cores
+from main import a3g_roles
+from run_dir import prepare_run_dir
+from run_state import RunState
+from supervisor import Supervisor
+from utils import evaluator_cpu_share, usable_cores
 
 STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16"]
 
@@ -112,16 +116,16 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
             str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice)]
-    args, settings, meta, _, _ = a3g.validate(argv)
+    args, settings, meta, _, _ = validate(argv)
     shared_model = build_model(meta)
     shared_model.share_memory()
     optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad,
                                args.eps)
     ctx = mp.get_context("spawn")
     state = RunState(ctx, workers)
-    paths = a3g.prepare_run_dir(args, None)
-    supervisor = a3g.Supervisor(ctx, args, settings, meta, shared_model, optimizer, state, paths, 0.0,
-                                lambda message, echo=True: None)
+    paths = prepare_run_dir(args, None)
+    roles = a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, 0.0)
+    supervisor = Supervisor(ctx, roles, state, args.max_restarts, lambda message, echo=True: None)
     supervisor.start()
     try:
         deadline = time.monotonic() + warmup + 120  # start-up (imports) does not count as warm-up
@@ -152,7 +156,7 @@ def main():
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
     p.add_argument("--emulator-seconds", type=float, default=10.0)
-    p.add_argument("--evaluator-cpu", type=a3g.cpu_share, default="auto", help="main.py's --evaluator-cpu for the training runs")
+    p.add_argument("--evaluator-cpu", type=cpu_share, default="auto", help="main.py's --evaluator-cpu for the training runs")
     p.add_argument("--evaluator-nice", type=int, default=0, help="main.py's --evaluator-nice for the training runs")
     p.add_argument("--quick", action="store_true", help="seconds, not minutes: one configuration, short phases")
     p.add_argument("--json", default="bench.json", help="write the results here")
@@ -177,7 +181,7 @@ def main():
     for config in configs:
         with tempfile.TemporaryDirectory(prefix="a3g-bench-") as out:
             argv = ["--env", args.env, "--model", config["model"], "--run-dir", out]
-            _, _, meta, _, _ = a3g.validate(argv)
+            _, _, meta, _, _ = validate(argv)
             infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
                                         iters=1 if args.quick else 3)
             fps = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out,

@@ -12,7 +12,8 @@ import argparse
 import math
 import sys
 
-from utils import CheckpointError, OneLineParser, atomic_torch_save, load_checkpoint, model_file
+from checkpoints import CheckpointError, atomic_torch_save, load_checkpoint, model_file
+from utils import OneLineParser
 
 
 def main(argv=None):

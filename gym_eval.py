@@ -18,25 +18,24 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts: evaluation
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 import argparse
-import glob
 import json
 import math
 import sys
-import tempfile
-import time
 
 import numpy as np
 import torch
 
-from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
+from checkpoints import CheckpointError, atomic_write_text, load_checkpoint
+from environment import ConfigError, EnvSettings, env_conf_for, env_spec, is_atari, load_env_config
 from environment import make_env
 from model import RECURRENT_MODELS, ModelError, build_model
-from utils import (CheckpointError, OneLineParser, atomic_write_text, env_file_name, file_logger, load_checkpoint,
-                   missing_gpus)
+from play import play_game
+from recording import (Monitor, RecordingError, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error,
+                       video_fps)
+from utils import OneLineParser, env_file_name, file_logger, missing_gpus
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_SIGINT = 0, 2, 130
 DEFAULT_ENV = "PongNoFrameskip-v4"
-ATARI_FPS = 60.0  # the Atari 2600's frame rate: a recording plays in real time at 60 / frames-per-agent-step
 
 
 class BadInput(ValueError):
@@ -177,226 +176,7 @@ def device_for_flag(gpu_id):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Watching and recording
-
-
-def video_fps(settings, env):
-    """Real-time playback rate of one rendered frame per agent step."""
-    if is_atari(settings.env_id):
-        return ATARI_FPS / frames_per_step(settings.env_id, settings.skip_rate)
-    return float(env.metadata.get("render_fps") or 30)
-
-
-def check_display():
-    """--render needs a real window: a display and pygame. Raises BadInput with one line otherwise."""
-    hint = "; use --record DIR to write the games as videos instead"
-    if sys.platform.startswith("linux") or "bsd" in sys.platform:
-        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-            raise BadInput(f"--render needs a display and there is none (DISPLAY is not set){hint}")
-    try:
-        import pygame
-    except ImportError:
-        raise BadInput(f"--render needs pygame, which is not installed (pip install pygame){hint}") from None
-    try:
-        pygame.display.init()
-        driver = pygame.display.get_driver()
-    except pygame.error as exc:
-        raise BadInput(f"--render cannot open a display ({exc}){hint}") from None
-    if driver in ("offscreen", "dummy"):
-        raise BadInput(f"--render needs a display and there is none (SDL video driver {driver!r}){hint}")
-
-
-class WindowClosed(Exception):
-    pass
-
-
-class Viewer:
-    """A pygame window showing the rendered RGB frames at the game's real-time rate."""
-
-    def __init__(self, title):
-        import pygame
-
-        self.pg = pygame
-        self.title = title
-        self.screen = None
-        self.clock = pygame.time.Clock()
-
-    def show(self, frame, fps):
-        pg = self.pg
-        h, w = frame.shape[:2]
-        if self.screen is None:
-            self.scale = max(1, round(600 / h)) if h < 300 else 1  # Atari's 210x160 is tiny on a modern screen
-            self.screen = pg.display.set_mode((w * self.scale, h * self.scale))
-            pg.display.set_caption(self.title)
-        for event in pg.event.get():
-            if event.type == pg.QUIT:
-                raise WindowClosed()
-        surface = pg.surfarray.make_surface(np.ascontiguousarray(frame.swapaxes(0, 1)))
-        if self.scale != 1:
-            surface = pg.transform.scale(surface, (w * self.scale, h * self.scale))
-        self.screen.blit(surface, (0, 0))
-        pg.display.flip()
-        self.clock.tick(fps)
-
-    def close(self):
-        if self.screen is not None:
-            self.pg.display.quit()
-
-
-_MP4_WORKS = {}
-
-
-def mp4_works(folder, size, fps):
-    """Can this OpenCV write an MP4 of this size that it can also read back? (Codecs vary between builds.)"""
-    import cv2
-
-    if size in _MP4_WORKS:
-        return _MP4_WORKS[size]
-    w, h = size
-    fd, probe = tempfile.mkstemp(suffix=".mp4", dir=folder)
-    os.close(fd)
-    ok = False
-    try:
-        writer = cv2.VideoWriter(probe, cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
-        if writer.isOpened():
-            for i in range(3):
-                writer.write(np.full((h, w, 3), 80 * i, np.uint8))
-            writer.release()
-            capture = cv2.VideoCapture(probe)
-            got, frame = capture.read()
-            ok = bool(got) and frame is not None and frame.shape[:2] == (h, w)
-            capture.release()
-    finally:
-        os.remove(probe)
-    _MP4_WORKS[size] = ok
-    return ok
-
-
-class VideoRecorder:
-    """One game as a video: MP4 (OpenCV, mp4v) where it works, else GIF (Pillow). Frames are RGB uint8."""
-
-    def __init__(self, path_stem, fps, video_format, notes):
-        self.path_stem, self.fps, self.format, self.notes = path_stem, fps, video_format, notes
-        self.writer = None
-        self.gif_frames = None
-        self.path = None
-        self.frames = 0
-
-    def add(self, frame):
-        import cv2
-
-        if self.writer is None and self.gif_frames is None:
-            h, w = frame.shape[:2]
-            if self.format == "mp4" and mp4_works(os.path.dirname(self.path_stem) or ".", (w, h), self.fps):
-                self.path = self.path_stem + ".mp4"
-                self.writer = cv2.VideoWriter(self.path, cv2.VideoWriter_fourcc(*"mp4v"), self.fps, (w, h))
-            else:
-                if self.format == "mp4" and "gif" not in self.notes:
-                    self.notes["gif"] = True
-                    print("gym_eval.py: note: this OpenCV cannot write a readable MP4; writing GIF instead",
-                          file=sys.stderr, flush=True)
-                self.path = self.path_stem + ".gif"
-                self.gif_frames = []
-        if self.writer is not None:
-            self.writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
-        else:
-            from PIL import Image
-
-            self.gif_frames.append(Image.fromarray(frame).convert("P", palette=Image.Palette.ADAPTIVE))
-        self.frames += 1
-
-    def close(self):
-        """Finish the file; returns its path (None if no frame came)."""
-        if self.writer is not None:
-            self.writer.release()
-            self.writer = None
-            import cv2
-
-            capture = cv2.VideoCapture(self.path)
-            readable = capture.isOpened() and capture.read()[0]
-            capture.release()
-            if not readable:
-                print(f"gym_eval.py: warning: {self.path} was written but OpenCV cannot read it back",
-                      file=sys.stderr, flush=True)
-        elif self.gif_frames:
-            # GIF delays are in 1/100 s; identical consecutive frames may be merged (with their delays summed)
-            self.gif_frames[0].save(self.path, save_all=True, append_images=self.gif_frames[1:],
-                                    duration=max(20, round(1000.0 / self.fps)), loop=0)
-            self.gif_frames = None
-        return self.path
-
-
-def is_render_error(exc):
-    import gymnasium
-
-    pygame = sys.modules.get("pygame")
-    return isinstance(exc, gymnasium.error.DependencyNotInstalled) or (pygame is not None and
-                                                                       isinstance(exc, pygame.error))
-
-
-def capped_cubic(episode_id):
-    """gym Monitor's and gymnasium RecordVideo's default schedule: episodes 0, 1, 8, 27, ..., 729, 1000, 2000, ..."""
-    if episode_id < 1000:
-        return int(round(episode_id ** (1.0 / 3))) ** 3 == episode_id
-    return episode_id % 1000 == 0
-
-
-class Monitor:
-    """--new-gym-eval: what gym.wrappers.Monitor recorded, for gymnasium: stats in gym's stats.json layout and
-    videos on RecordVideo's schedule, in <log-dir>/<env>_monitor/ (cleared first, like Monitor(force=True))."""
-
-    def __init__(self, folder):
-        self.folder = folder
-        os.makedirs(folder, exist_ok=True)
-        for old in glob.glob(os.path.join(folder, "rl-video-episode-*")) + [os.path.join(folder, "stats.json")]:
-            if os.path.isfile(old):
-                os.remove(old)
-        self.stats = {"initial_reset_timestamp": time.time(), "timestamps": [], "episode_lengths": [],
-                      "episode_rewards": [], "episode_types": []}
-
-    def wants_video(self, index):
-        return capped_cubic(index)
-
-    def video_stem(self, index):
-        return os.path.join(self.folder, f"rl-video-episode-{index}")
-
-    def add(self, episode_return, length):
-        self.stats["timestamps"].append(time.time())
-        self.stats["episode_lengths"].append(int(length))
-        self.stats["episode_rewards"].append(float(episode_return))
-        self.stats["episode_types"].append("t")
-        write_json(os.path.join(self.folder, "stats.json"), self.stats)
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # Playing
-
-
-def play_game(env, model, device, max_steps, stochastic, frame_sinks, fps, seed=None):
-    """One whole game; returns (return, length). ``frame_sinks``: callables given each rendered RGB frame."""
-    obs, _ = env.reset(seed=seed)
-    if frame_sinks:
-        frame = env.render()
-        for sink in frame_sinks:
-            sink(frame)
-    hx, cx = model.initial_state(1, device)
-    total, length = 0.0, 0
-    with torch.no_grad():
-        while True:
-            _, logits, (hx, cx) = model(torch.from_numpy(np.asarray(obs)).unsqueeze(0).to(device), (hx, cx))
-            if stochastic:
-                action = int(torch.distributions.Categorical(logits=logits).sample().item())
-            else:
-                action = int(logits.argmax(-1).item())
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            length += 1
-            if frame_sinks:
-                frame = env.render()
-                for sink in frame_sinks:
-                    sink(frame)
-            if terminated or truncated or length >= max_steps:
-                return total, length
 
 
 def summary_line(env_id, returns):
@@ -448,7 +228,7 @@ def main(argv=None):
         env = make_env(settings, train=False, render_mode="rgb_array" if rendering else None)
         check_env_fits(env, data["model_meta"], path)
         monitor = prepare_outputs(args)
-    except (BadInput, ConfigError, ModelError, CheckpointError) as exc:
+    except (BadInput, RecordingError, ConfigError, ModelError, CheckpointError) as exc:
         print(f"gym_eval.py: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for note in notes:
@@ -484,7 +264,8 @@ def main(argv=None):
             sinks += [rec.add for rec in recorders]
             try:
                 episode_return, length = play_game(env, model, device, settings.max_episode_length,
-                                                   args.stochastic, sinks, fps, seed=args.seed if i == 0 else None)
+                                                   stochastic=args.stochastic, seed=args.seed if i == 0 else None,
+                                                   frame_sinks=sinks)
             finally:
                 videos = [rec.close() for rec in recorders]
             episodes.append({"return": episode_return, "length": length})

@@ -291,10 +291,10 @@ def sweep(p, args, argv):
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    import main  # torch and all, so only here: main.py is about to run anyway
+    import config  # torch and all, so only here: main.py is about to run anyway
 
     # main.py's own parser reads the flags as main.py will: bad ones stop the sweep before it starts
-    given = vars(main.build_parser(suppress_defaults=True).parse_args(args.main_flags))
+    given = vars(config.build_parser(suppress_defaults=True).parse_args(args.main_flags))
     for dest, (flag, hint) in OWN_FLAGS.items():
         if dest in given:
             p.error(f"{flag} after -- is for sweep.py to set ({hint})")

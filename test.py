@@ -16,31 +16,14 @@ import time
 import numpy as np
 import torch
 
+from checkpoints import atomic_torch_save, model_file
 from environment import make_env
 from model import build_model, fast_layout
-from utils import (CpuPacer, atomic_torch_save, device_for, evaluator_cpu_share, file_logger, format_time,
-                   model_file, parent_alive, setup_child_process)
+from play import play_game
+from utils import (CpuPacer, device_for, evaluator_cpu_share, file_logger, format_time, parent_alive,
+                   setup_child_process)
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
-
-
-def play_game(env, model, device, state, max_steps, parent_pid, pacer):
-    """One greedy game; returns (return, length), or None if the run was stopped mid-game."""
-    obs, _ = env.reset()
-    hx, cx = model.initial_state(1, device)
-    total, length = 0.0, 0
-    with torch.no_grad():
-        while True:
-            _, logits, (hx, cx) = model(torch.from_numpy(obs).unsqueeze(0).to(device), (hx, cx))
-            obs, reward, terminated, truncated, _ = env.step(int(logits.argmax(-1).item()))
-            total += reward
-            length += 1
-            if terminated or truncated or length >= max_steps:
-                return total, length
-            if length % 20 == 0:
-                pacer.pace()
-                if length % 100 == 0 and (state.stop.is_set() or not parent_alive(parent_pid)):
-                    return None
 
 
 def test(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames, run_started):
@@ -60,6 +43,11 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     model.eval()
 
+    def keep_playing(length):
+        """Between bits of a game: keep to the CPU share, and give up the game when the run stops."""
+        pacer.pace()
+        return length % 100 != 0 or not (state.stop.is_set() or not parent_alive(parent_pid))
+
     logger = file_logger("a3g.test", paths["log_file"])
     writer = None
     if args.tensorboard_logger:
@@ -71,7 +59,7 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
         scores = collections.deque(maxlen=args.score_window)
         while not state.stop.is_set() and parent_alive(parent_pid):
             model.load_state_dict(shared_model.state_dict())
-            result = play_game(env, model, device, state, args.max_episode_length, parent_pid, pacer)
+            result = play_game(env, model, device, args.max_episode_length, between=keep_playing)
             if result is None:
                 break
             episode_return, length = result

@@ -96,7 +96,7 @@ def test_checkpoint_of_newer_format(cartpole_run, tmp_path):
 
 
 def test_rl_a3c_pytorch_flags_keep_names_and_short_forms():
-    from main import build_parser
+    from config import build_parser
 
     options = {tuple(a.option_strings) for a in build_parser()._actions}
     for pair in [("-l", "--lr"), ("-ec", "--entropy-coef"), ("-vc", "--value-coef"), ("-g", "--gamma"),

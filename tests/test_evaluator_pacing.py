@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from utils import CpuPacer, StopFlag, evaluator_cpu_share
+from run_state import StopFlag
+from utils import CpuPacer, evaluator_cpu_share
 
 
 @pytest.mark.parametrize("workers,cores,share", [

@@ -145,7 +145,7 @@ def test_supervisor_killed_with_sigkill_leaves_no_live_child(tmp_path):
 
 
 def test_fuzzed_checkpoint_files_are_rejected_cleanly(cartpole_run, tmp_path):
-    from utils import CheckpointError, load_checkpoint
+    from checkpoints import CheckpointError, load_checkpoint
 
     good = (cartpole_run / "run" / "checkpoint.pt").read_bytes()
     rng = random.Random(0)
@@ -183,7 +183,7 @@ FLAG_VALUES = {
 
 
 def test_fuzzed_flags_are_accepted_or_rejected_cleanly(tmp_path):
-    import main
+    import config
 
     rng = random.Random(1)
     for i in range(300):
@@ -192,10 +192,10 @@ def test_fuzzed_flags_are_accepted_or_rejected_cleanly(tmp_path):
             argv += [flag, rng.choice(FLAG_VALUES[flag])]
         argv += ["--run-dir", str(tmp_path / f"r{i}")]
         try:
-            main.validate(argv)
+            config.validate(argv)
         except SystemExit as exc:
             assert exc.code == 2, argv
-        except main.BAD_INPUT_ERRORS as exc:
+        except config.BAD_INPUT_ERRORS as exc:
             assert str(exc) and "\n" not in str(exc), argv
 
 

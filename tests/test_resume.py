@@ -7,7 +7,7 @@ import torch
 
 from conftest import out_dirs, read_json, run_main
 from model import model_meta
-from utils import CheckpointError, check_compatible
+from checkpoints import CheckpointError, check_compatible
 
 
 def copy_run(cartpole_run, tmp_path):

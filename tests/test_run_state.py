@@ -2,7 +2,7 @@
 
 import multiprocessing as mp
 
-from utils import RunState
+from run_state import RunState
 
 
 def add_many(state, rank, times):

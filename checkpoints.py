@@ -1,0 +1,179 @@
+"""Checkpoint and model files: their format, atomic writes, safe loading, and ``checkpoint.pt`` rotation.
+
+- ``checkpoint.pt`` (full training state) and ``trained_models/<env>.pt`` (weights and what rebuilds the network,
+  ``model_file``) are dicts of tensors, numbers, strings and lists with a ``format_version`` and a ``kind``.
+- Writes go to a temporary file beside the target, are fsynced and renamed over it: a reader sees the old file or
+  the new one, never half of one.
+- Loading uses ``torch.load(weights_only=True)``: a file cannot run code. Anything unreadable, foreign, too new or
+  of another network is a ``CheckpointError``: one line for the user, exit 2.
+"""
+
+import errno
+import os
+import zipfile
+
+import torch
+
+from model import same_network
+from utils import injected_fault
+
+FORMAT_VERSION = 1  # of checkpoint.pt and trained_models/<env>.pt; bump when their layout changes
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, corrupt, of a newer format, or of another game or network: exit 2."""
+
+
+def model_file(env, meta, state_dict, episode_return, frames):
+    """The contents of a model file (``trained_models/<env>.pt``): weights plus what rebuilds the network and its
+    preprocessing, no optimizer state. Written by the evaluator and by export_model.py, read by gym_eval.py."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": "model",
+        "env": env,
+        "model_meta": meta,
+        "state_dict": {k: v.detach().cpu() for k, v in state_dict.items()},
+        "return": float(episode_return),
+        "frames": float(frames),
+    }
+
+
+def _atomic_write(path, write, keep_previous_as=None):
+    """Write through ``write(file)`` to a temporary file beside ``path``, fsync it, then rename it over ``path``: a
+    reader sees the old file or the new one, never half of one. On any error the temporary file is removed and the
+    old file is left as it was. ``keep_previous_as`` hard-links the old file to that name first."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            if injected_fault("save_enospc"):
+                f.flush()
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
+            f.flush()
+            os.fsync(f.fileno())
+        if keep_previous_as and os.path.exists(path):
+            if os.path.exists(keep_previous_as):
+                os.remove(keep_previous_as)
+            os.link(path, keep_previous_as)
+        os.replace(tmp, path)
+        try:  # make the rename itself durable
+            dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError:
+            pass
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def atomic_torch_save(obj, path, keep_previous_as=None):
+    _atomic_write(path, lambda f: torch.save(obj, f), keep_previous_as)
+
+
+def atomic_write_text(path, text):
+    _atomic_write(path, lambda f: f.write(text.encode()))
+
+
+def load_checkpoint(path, kind=None):
+    """Load a checkpoint or model file safely (``weights_only=True``: plain tensors and numbers, no code runs).
+
+    Raises CheckpointError with a one-line reason for a missing, corrupt, foreign or too-new file.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "checkpoint.pt")
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path} not found")
+    if not zipfile.is_zipfile(path):  # torch.save writes zip archives; anything else would give a misleading error
+        raise CheckpointError(f"{path} is not a torch checkpoint (empty, truncated or another format)")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # unpickling errors, truncated zip files, refused globals...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path} is not a readable a3g checkpoint ({reason[:200]})") from None
+    if not isinstance(data, dict) or "format_version" not in data or "model_meta" not in data:
+        raise CheckpointError(f"{path} is not an a3g checkpoint (no format_version/model_meta)")
+    if not isinstance(data["format_version"], int) or data["format_version"] > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has format version {data['format_version']}, newer than this a3g's {FORMAT_VERSION}: update a3g"
+        )
+    if kind is not None and data.get("kind") != kind:
+        raise CheckpointError(f"{path} holds a {data.get('kind')!r}, not a {kind!r}")
+    if not isinstance(data.get("state_dict"), dict):
+        raise CheckpointError(f"{path} holds no model weights")
+    return data
+
+
+def check_compatible(data, path, env_id, meta):
+    """The checkpoint must be of the same environment and the same network (name, sizes) as this run."""
+    saved_env = (data.get("env") or {}).get("env_id")
+    if saved_env != env_id:
+        raise CheckpointError(f"{path} was trained on {saved_env}, not {env_id}")
+    if not same_network(data["model_meta"], meta):
+        raise CheckpointError(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")
+
+
+def resumed_file(path):
+    """The checkpoint file ``--resume PATH`` names: PATH itself, or ``PATH/checkpoint.pt`` for a run directory."""
+    return os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
+
+
+def frames_on_disk(checkpoint_path, resume_path, resumed):
+    """The frame count of the ``checkpoint.pt`` this run will replace first (it is archived under that count):
+    the resumed state's when the run resumed from that very file, else read from the file; None when none."""
+    if not os.path.exists(checkpoint_path):
+        return None
+    if resumed is not None and os.path.samefile(resumed_file(resume_path), checkpoint_path):
+        return int(resumed["frames"])
+    try:
+        return int(load_checkpoint(checkpoint_path)["frames"])
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        return None  # unreadable: nothing worth archiving
+
+
+class CheckpointWriter:
+    """Writes ``checkpoint.pt`` atomically and keeps the ``keep - 1`` previous ones as ``checkpoint-<frames>.pt``.
+
+    A failed write (disk full, read-only folder) is logged and leaves the previous checkpoint intact; training
+    goes on. ``save`` returns whether the write succeeded. ``protect``: the file a run resumed from (an archive,
+    say), which is never replaced or rotated out: resuming must not destroy what it resumed from.
+    """
+
+    def __init__(self, path, keep, log, last_frames=None, protect=None):
+        self.path, self.keep, self.log = path, keep, log
+        self.folder = os.path.dirname(os.path.abspath(path))
+        self.last_frames = last_frames  # of the checkpoint.pt on disk (a resumed run's), archived at the next save
+        self.protect = os.path.abspath(protect) if protect else None
+
+    def archived(self):
+        found = []
+        for name in os.listdir(self.folder):
+            stem, ext = os.path.splitext(name)
+            if ext == ".pt" and stem.startswith("checkpoint-") and stem[len("checkpoint-"):].isdigit():
+                found.append((int(stem[len("checkpoint-"):]), os.path.join(self.folder, name)))
+        return [path for _, path in sorted(found)]
+
+    def save(self, payload):
+        archive = None
+        if self.keep > 1 and self.last_frames is not None and os.path.exists(self.path):
+            archive = os.path.join(self.folder, f"checkpoint-{self.last_frames}.pt")
+            if archive == self.protect:  # the same frame count: the protected file already holds that state
+                archive = None
+        try:
+            atomic_torch_save(payload, self.path, keep_previous_as=archive)
+        except OSError as exc:
+            self.log(f"could not write {self.path} ({exc.strerror or exc}); the previous checkpoint is intact and "
+                     f"training goes on: free some space or fix the folder's permissions")
+            return False
+        self.last_frames = int(payload["frames"])
+        archived = [p for p in self.archived() if p != self.protect]
+        for old in archived[: max(0, len(archived) - (self.keep - 1))]:
+            try:
+                os.remove(old)
+            except OSError:
+                pass
+        return True

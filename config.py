@@ -1,0 +1,212 @@
+"""The command line: main.py's flags, merged with a resumed run's, resolved and checked once, up front.
+
+``validate(argv)`` is everything main.py does before it builds anything: parse (rl_a3c_pytorch's flag names), merge
+a ``--resume`` checkpoint's saved flags under the ones given now, resolve ``auto`` defaults (``defaults.py``),
+check every value, build the environment once to learn its shapes, and check a resumed or ``--load``ed file
+against the network. Bad input raises one of ``BAD_INPUT_ERRORS``: one line for the user, exit 2.
+"""
+
+import argparse
+import math
+import os
+
+import torch
+
+from checkpoints import CheckpointError, check_compatible, load_checkpoint
+from defaults import AUTO, auto_or, describe, resolve_defaults
+from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
+from environment import make_env
+from model import FRAME_FORMAT, ModelError, choose_model, model_meta
+from utils import OneLineParser, cpu_has_native_bf16, env_file_name, missing_gpus, usable_cores
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BAD_INPUT_ERRORS = (ValueError, ConfigError, ModelError, CheckpointError)  # each one line for the user, exit 2
+
+
+def cpu_share(text):
+    """--evaluator-cpu: 'auto' or a fraction of one core in (0, 1]."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a fraction of one core in (0, 1], got {text!r}")
+    return value
+
+
+def default_gpu_ids():
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else [-1]
+
+
+def build_parser(suppress_defaults=False):
+    p = OneLineParser(prog="main.py", description="A3G: asynchronous advantage actor-critic on CPU and GPU.",
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add = p.add_argument
+    # rl_a3c_pytorch's flags: same names, short forms and meaning
+    add("-l", "--lr", type=auto_or(float), default=AUTO,
+        help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlplstm")
+    add("-ec", "--entropy-coef", type=float, default=0.01, help="entropy bonus coefficient")
+    add("-vc", "--value-coef", type=auto_or(float), default=AUTO,
+        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
+    add("-g", "--gamma", type=float, default=0.99, help="discount factor")
+    add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
+    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
+    add("-w", "--workers", type=int, default=usable_cores(), help="training processes (default: CPU cores)")
+    add("-ns", "--num-steps", type=int, default=20, help="rollout length (forward steps per update)")
+    add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
+    add("-ev", "--env", default="PongNoFrameskip-v4", help="gymnasium environment id")
+    add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
+        help="optimizer statistics shared by all workers (else one optimizer per worker)")
+    add("-ld", "--load", action="store_true", help="start from the weights in <load-model-dir>/<env>.pt")
+    add("-sm", "--save-max", action=argparse.BooleanOptionalAction, default=True,
+        help="save the evaluator's model only when its score matches or beats the best (else after every game)")
+    add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
+    add("-lmd", "--load-model-dir", default="trained_models/", help="folder --load reads <env>.pt from")
+    add("-smd", "--save-model-dir", default="trained_models/", help="folder the best model <env>.pt goes to")
+    add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
+    add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
+        help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
+    add("-a", "--amsgrad", action=argparse.BooleanOptionalAction, default=False, help="Adam's amsgrad variant")
+    add("--skip-rate", type=int, default=4, help="Atari frames per agent step (the emulator's own for v5 ids)")
+    add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
+        help="LSTM hidden size (recurrent networks only); auto: 512 for a3clstm, 64 for mlplstm")
+    add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
+        help="write TensorBoard events into the run directory")
+    add("-evc", "--env-config", default=os.path.join(HERE, "config.json"), help="per-game crop settings (JSON)")
+    add("-dss", "--distributed-step-size", type=int, nargs="+", default=[],
+        help="rollout lengths handed out to the workers round-robin (overrides --num-steps)")
+    # a3g's own
+    add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "nature", "resnet"],
+        help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlplstm for "
+             "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames")
+    add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
+        help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
+    add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
+        help="bfloat16 autocast for the workers' forward passes (faster, less exact); auto: on for Atari on a "
+             "CPU-only machine whose CPU has native bf16, else off")
+    add("--envs-per-worker", type=auto_or(int), default=AUTO,
+        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
+             "GPUs, 4 for classic control")
+    add("--eps", type=auto_or(float), default=AUTO,
+        help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop")
+    add("--max-frames", type=int, default=None, help="stop after this many frames in total (resumed ones included)")
+    add("--max-seconds", type=float, default=None, help="stop after this many seconds of this invocation")
+    add("--stop-score", type=float, default=None, help="stop ('solved') when the evaluator's mean reaches this")
+    add("--score-window", type=int, default=10, help="evaluator games in the mean that --stop-score tests")
+    add("--max-grad-norm", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
+    add("--run-dir", default=None, help="exact run directory (default: runs/<env>__<seed>__<timestamp>)")
+    add("--resume", default=None, help="continue from a run directory or its checkpoint.pt")
+    add("--evaluator-cpu", type=cpu_share, default="auto", metavar="auto|FRACTION",
+        help="the most of one core the evaluator uses, on average (it pauses between bits of games); auto: all of "
+             "one when the workers leave a core free, else a tenth of the machine (0.2 on 2 cores)")
+    add("--evaluator-nice", type=int, default=0, choices=range(0, 20), metavar="0..19",
+        help="scheduling niceness of the evaluator: 10 leaves the workers the CPU, but evaluator games, and so "
+             "'solved', come much later")
+    add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
+    add("--keep-checkpoints", type=int, default=3,
+        help="checkpoints kept: checkpoint.pt and the previous ones as checkpoint-<frames>.pt")
+    add("--max-restarts", type=int, default=5,
+        help="dead workers/evaluators replaced within 60 s before the run stops with an error")
+    add("--max-nonfinite", type=int, default=100,
+        help="non-finite updates in a row (each skipped) after which the run stops as diverged")
+    if suppress_defaults:
+        for action in p._actions:
+            action.default = argparse.SUPPRESS
+    return p
+
+
+def parse_args(argv):
+    args = build_parser().parse_args(argv)
+    explicit = vars(build_parser(suppress_defaults=True).parse_args(argv))
+    resumed = None
+    if args.resume:
+        resumed = load_checkpoint(args.resume, kind="checkpoint")
+        # A resumed run keeps its own settings; only flags given now change them. The GPUs are this machine's.
+        saved = resumed.get("args") or {}
+        for key, value in saved.items():
+            if key not in explicit and key not in ("resume", "run_dir", "load", "gpu_ids") and hasattr(args, key):
+                setattr(args, key, value)
+        if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
+            args.eps = AUTO  # the saved eps was the other optimizer's
+        if "run_dir" not in explicit:
+            args.run_dir = resumed_run_dir(args.resume)
+    return args, resumed
+
+
+def resumed_run_dir(path):
+    return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+
+
+def check_args(args):
+    """Every check of user input, up front (after ``auto`` flags are resolved); raises ValueError with a one-line
+    reason."""
+    positive = {"--workers": args.workers, "--num-steps": args.num_steps, "--lr": args.lr,
+                "--hidden-size": args.hidden_size, "--skip-rate": args.skip_rate,
+                "--max-episode-length": args.max_episode_length, "--envs-per-worker": args.envs_per_worker,
+                "--score-window": args.score_window, "--checkpoint-interval": args.checkpoint_interval,
+                "--keep-checkpoints": args.keep_checkpoints, "--max-nonfinite": args.max_nonfinite}
+    for flag, value in positive.items():
+        if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(f"{flag} must be positive, got {value}")
+    if args.max_restarts < 0:
+        raise ValueError(f"--max-restarts must be >= 0, got {args.max_restarts}")
+    if any(n <= 0 for n in args.distributed_step_size):
+        raise ValueError(f"--distributed-step-size entries must be positive, got {args.distributed_step_size}")
+    if not 0.0 < args.gamma <= 1.0:
+        raise ValueError(f"--gamma must be in (0, 1], got {args.gamma}")
+    if not 0.0 <= args.tau <= 1.0:
+        raise ValueError(f"--tau must be in [0, 1], got {args.tau}")
+    if not (args.eps > 0 and math.isfinite(args.eps)):
+        raise ValueError(f"--eps must be positive, got {args.eps}")
+    for flag in ("entropy_coef", "value_coef", "max_grad_norm"):
+        value = getattr(args, flag)
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"--{flag.replace('_', '-')} must be a finite number >= 0, got {value}")
+    if args.max_frames is not None and args.max_frames <= 0:
+        raise ValueError(f"--max-frames must be positive, got {args.max_frames}")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise ValueError(f"--max-seconds must be positive, got {args.max_seconds}")
+    if args.stop_score is not None and not math.isfinite(args.stop_score):
+        raise ValueError(f"--stop-score must be a finite number, got {args.stop_score}")
+    gpus = args.gpu_ids
+    if gpus != [-1]:
+        if any(g < 0 for g in gpus):
+            raise ValueError(f"--gpu-ids: use -1 alone for the CPU, or GPU indices >= 0, got {gpus}")
+        missing, count = missing_gpus(gpus)
+        if missing:
+            raise ValueError(f"--gpu-ids {missing} not available: this machine has {count} CUDA device(s) "
+                             f"(use --gpu-ids -1 for the CPU)")
+
+
+def environment_setup(args):
+    """Resolve the environment: its settings, the network's metadata, frames per step. Raises on bad input."""
+    crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
+    frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
+    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack)
+    env = make_env(settings, train=False)
+    obs_shape, num_actions = env.observation_space.shape, env.action_space.n
+    env.close()
+    meta = model_meta(choose_model(args.model, obs_shape), obs_shape, num_actions, args.hidden_size)
+    return settings, meta, frames_per_step(args.env, args.skip_rate)
+
+
+def validate(argv):
+    """Every check of what the user typed or points to, before anything starts. Returns
+    (args, settings, meta, resumed checkpoint or None, --load model or None); raises one of BAD_INPUT_ERRORS (or
+    SystemExit(2) from the parser for malformed flags)."""
+    args, resumed = parse_args(argv)
+    env_spec(args.env)  # unknown ids fail here, before anything is built
+    on_gpu = args.gpu_ids != [-1]
+    args.defaults = describe(*resolve_defaults(args, is_atari(args.env), on_gpu, cpu_has_native_bf16()))
+    check_args(args)
+    settings, meta, args.frames_per_step = environment_setup(args)
+    if resumed is not None:
+        check_compatible(resumed, args.resume, args.env, meta)
+    loaded = None
+    if args.load:
+        model_path = os.path.join(args.load_model_dir, f"{env_file_name(args.env)}.pt")
+        loaded = load_checkpoint(model_path)
+        check_compatible(loaded, model_path, args.env, meta)
+    return args, settings, meta, resumed, loaded

@@ -1,0 +1,40 @@
+"""One game loop, for the evaluator (test.py) and gym_eval.py: a whole game with a model, scored with raw rewards."""
+
+import numpy as np
+import torch
+
+
+def play_game(env, model, device, max_steps, stochastic=False, seed=None, frame_sinks=(), between=None):
+    """One whole game; returns ``(return, length)``, or None when ``between`` stopped it.
+
+    Actions are the policy's argmax, or samples from it with ``stochastic``. ``frame_sinks``: callables given each
+    rendered RGB frame (the first one and one per agent step). ``between(length)``, if given, is called every 20
+    agent steps (the evaluator paces itself there and checks for a stop request); when it returns False the game
+    is abandoned. The game ends when the environment ends or cuts it, or after ``max_steps`` agent steps.
+    """
+    obs, _ = env.reset(seed=seed)
+    show(env, frame_sinks)
+    hx, cx = model.initial_state(1, device)
+    total, length = 0.0, 0
+    with torch.no_grad():
+        while True:
+            _, logits, (hx, cx) = model(torch.from_numpy(np.asarray(obs)).unsqueeze(0).to(device), (hx, cx))
+            if stochastic:
+                action = int(torch.distributions.Categorical(logits=logits.float()).sample().item())
+            else:
+                action = int(logits.argmax(-1).item())
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            length += 1
+            show(env, frame_sinks)
+            if terminated or truncated or length >= max_steps:
+                return total, length
+            if between is not None and length % 20 == 0 and not between(length):
+                return None
+
+
+def show(env, frame_sinks):
+    if frame_sinks:
+        frame = env.render()
+        for sink in frame_sinks:
+            sink(frame)

@@ -1,0 +1,77 @@
+"""The state the supervisor and every role share: counters, flags and the latest losses, lock-free."""
+
+import math
+import time
+
+class StopFlag:
+    """The run's stop request: one byte of shared memory, read and written without a lock.
+
+    Not a ``multiprocessing.Event``: its wait() and set() share a lock and semaphores, and a child killed while
+    waiting on it (SIGTERM to the process group, a SIGKILL) leaves them so that the supervisor's next set() blocks
+    for ever. A byte cannot be left half-changed."""
+
+    def __init__(self, ctx):
+        self._flag = ctx.RawValue("b", 0)
+
+    def set(self):
+        self._flag.value = 1
+
+    def is_set(self):
+        return bool(self._flag.value)
+
+    def wait(self, timeout):
+        """Sleep up to ``timeout`` seconds, less if the flag is set meanwhile (checked every 50 ms)."""
+        end = time.monotonic() + timeout
+        while not self._flag.value:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, 0.05))
+        return True
+
+
+class SlotCounter:
+    """A count that several processes add to without a lock: each worker rank adds to its own slot (a restarted
+    worker takes over its rank's slot), readers sum the slots."""
+
+    def __init__(self, ctx, typecode, slots, base=0):
+        self._base = base
+        self._slots = ctx.RawArray(typecode, slots)
+
+    def add(self, slot, amount):
+        self._slots[slot] += amount  # only this slot's worker writes it
+
+    @property
+    def value(self):
+        return self._base + sum(self._slots)
+
+
+class RunState:
+    """Counters, flags and the latest losses, in shared memory. Built by main.py, handed to every child.
+
+    All of it is lock-free: every field has one writer (or, for the counters, one slot per worker). A child killed
+    at any instant (a signal to the process group, the supervisor's SIGKILL of a stuck child) therefore cannot
+    leave a lock held that the supervisor would then wait on for ever.
+
+    Everything else a child needs (flags, environment settings, model metadata) is plain data passed at spawn.
+    """
+
+    def __init__(self, ctx, workers, frames=0.0, episodes=0, best_return=-math.inf, best_mean_return=-math.inf,
+                 eval_episodes=0):
+        self.stop = StopFlag(ctx)  # set by anyone: every process winds down at its next check
+        self.solved = ctx.RawValue("b", 0)  # set by the evaluator when the score window reaches --stop-score
+        self.frames = SlotCounter(ctx, "d", workers, float(frames))  # emulator frames, resumed ones included
+        self.episodes = SlotCounter(ctx, "q", workers, int(episodes))  # finished training games (not lives)
+        self.nonfinite = SlotCounter(ctx, "q", workers)  # updates skipped for a non-finite loss or gradient
+        self.diverged = ctx.RawValue("b", 0)  # set by a worker after --max-nonfinite skipped updates in a row
+        # written by the evaluator only
+        self.best_return = ctx.RawValue("d", float(best_return))
+        self.best_mean_return = ctx.RawValue("d", float(best_mean_return))
+        self.eval_episodes = ctx.RawValue("q", int(eval_episodes))
+        # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
+        self.losses = ctx.RawArray("d", 4)
+
+    def add(self, rank, frames, episodes):
+        self.frames.add(rank, frames)
+        if episodes:
+            self.episodes.add(rank, episodes)
