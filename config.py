@@ -47,14 +47,15 @@ def build_parser(suppress_defaults=False):
     # rl_a3c_pytorch's flags: same names, short forms and meaning
     add("-l", "--lr", type=auto_or(float), default=AUTO,
         help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlplstm")
-    add("-ec", "--entropy-coef", type=float, default=0.01, help="entropy bonus coefficient")
-    add("-vc", "--value-coef", type=auto_or(float), default=AUTO,
+    add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
+    add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
         help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
-    add("-g", "--gamma", type=float, default=0.99, help="discount factor")
+    add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
     add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
     add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
     add("-w", "--workers", type=int, default=usable_cores(), help="training processes (default: CPU cores)")
-    add("-ns", "--num-steps", type=int, default=20, help="rollout length (forward steps per update)")
+    add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
+        help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
     add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
     add("-ev", "--env", default="PongNoFrameskip-v4", help="gymnasium environment id")
     add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
@@ -78,6 +79,13 @@ def build_parser(suppress_defaults=False):
     add("-dss", "--distributed-step-size", type=int, nargs="+", default=[],
         help="rollout lengths handed out to the workers round-robin (overrides --num-steps)")
     # a3g's own
+    add("--algo", default="a3g", choices=["a3g", "impala"],
+        help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
+    add("--batch-size", type=int, default=8, help="IMPALA: unrolls per learner step")
+    add("--max-policy-lag", type=int, default=None,
+        help="IMPALA: drop unrolls whose behaviour policy is more than this many versions old (default: keep all)")
+    add("--num-buffers", type=int, default=None,
+        help="IMPALA: unroll slots in shared memory, split between the actors (default and minimum: 2 per env)")
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "nature", "resnet"],
         help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlplstm for "
              "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames")
@@ -89,13 +97,13 @@ def build_parser(suppress_defaults=False):
     add("--envs-per-worker", type=auto_or(int), default=AUTO,
         help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
              "GPUs, 4 for classic control")
-    add("--eps", type=auto_or(float), default=AUTO,
+    add("--eps", "--epsilon", type=auto_or(float), default=AUTO,
         help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop")
     add("--max-frames", type=int, default=None, help="stop after this many frames in total (resumed ones included)")
     add("--max-seconds", type=float, default=None, help="stop after this many seconds of this invocation")
     add("--stop-score", type=float, default=None, help="stop ('solved') when the evaluator's mean reaches this")
     add("--score-window", type=int, default=10, help="evaluator games in the mean that --stop-score tests")
-    add("--max-grad-norm", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
+    add("--max-grad-norm", "--grad-norm-clipping", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
     add("--run-dir", default=None, help="exact run directory (default: runs/<env>__<seed>__<timestamp>)")
     add("--resume", default=None, help="continue from a run directory or its checkpoint.pt")
     add("--evaluator-cpu", type=cpu_share, default="auto", metavar="auto|FRACTION",
@@ -150,6 +158,15 @@ def check_args(args):
     for flag, value in positive.items():
         if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
             raise ValueError(f"{flag} must be positive, got {value}")
+    if args.algo == "impala":
+        if args.batch_size <= 0:
+            raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
+        if args.max_policy_lag is not None and args.max_policy_lag < 0:
+            raise ValueError(f"--max-policy-lag must be >= 0, got {args.max_policy_lag}")
+        slots = max((args.num_buffers or 0) // args.workers, 2 * args.envs_per_worker) * args.workers
+        if slots < args.batch_size:
+            raise ValueError(f"--batch-size {args.batch_size} is more than the {slots} unroll slots: raise "
+                             f"--num-buffers, --workers or --envs-per-worker, or lower --batch-size")
     if args.max_restarts < 0:
         raise ValueError(f"--max-restarts must be >= 0, got {args.max_restarts}")
     if any(n <= 0 for n in args.distributed_step_size):

@@ -34,6 +34,7 @@ from shared_optim import make_optimizer
 from supervisor import (EXIT_CRASH, Supervisor, Terminated, make_supervisor_log, raise_terminated,
                         stop_resource_tracker, supervise)
 from test import test
+from impala import impala_roles
 from train import train
 from utils import Stopwatch, cpu_has_native_bf16, evaluator_cpu_share, format_time
 
@@ -122,7 +123,8 @@ def main(argv=None):
         })
 
     device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})
-    print(f"a3g: training {args.env} with {args.workers} worker(s) on {', '.join(device_names)}, "
+    roles_line = (f"{args.workers} actor(s) and a learner" if args.algo == "impala" else f"{args.workers} worker(s)")
+    print(f"a3g: training {args.env} ({args.algo}) with {roles_line} on {', '.join(device_names)}, "
           f"model {meta['model']}, evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a "
           f"core; run directory {args.run_dir}"
           + (f" (resumed at {int(state.frames.value)} frames)" if resumed is not None else ""), flush=True)
@@ -133,8 +135,11 @@ def main(argv=None):
               "not faster", file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGTERM, raise_terminated)
-    supervisor = Supervisor(ctx, a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds),
-                            state, args.max_restarts, log)
+    if args.algo == "impala":
+        roles = impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
+    else:
+        roles = a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
+    supervisor = Supervisor(ctx, roles, state, args.max_restarts, log)
     reason, code = "error", EXIT_CRASH
     try:
         supervisor.start()
@@ -162,6 +167,8 @@ def main(argv=None):
             "restarts": supervisor.restarts,
             "skipped_updates": int(state.nonfinite.value),
         }
+        if args.algo == "impala":
+            summary.update(dropped_unrolls=int(state.dropped.value), actor_waits=int(state.actor_waits.value))
         try:
             atomic_write_text(paths["summary"], json.dumps(summary, indent=2))
             if args.tensorboard_logger:

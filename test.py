@@ -89,6 +89,9 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
                 writer.add_scalar("losses/value_loss", value_loss, step)
                 writer.add_scalar("losses/entropy", entropy, step)
                 writer.add_scalar("losses/grad_norm", grad_norm, step)
+                if args.algo == "impala":  # how many versions behind the learner the latest batch's actors were
+                    for name, lag in zip(("min", "mean", "max"), state.policy_lag[:]):
+                        writer.add_scalar(f"impala/policy_lag_{name}", lag, step)
                 writer.flush()
 
             if not args.save_max or episode_return >= state.best_return.value:

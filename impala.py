@@ -1,0 +1,292 @@
+"""IMPALA in a3g (Espeholt et al. 2018): actors that never wait for the learner, and a learner that corrects for
+their lag with V-trace.
+
+Roles, handed to the supervisor as A3G's are (``impala_roles``):
+- **actor** x ``--workers``: steps ``--envs-per-worker`` environments with a CPU copy of the latest published
+  weights (``--inference local``) and writes each environment's unroll of ``--unroll-length`` steps (observations,
+  actions, rewards, episode ends, the behaviour policy's logits, the recurrent state at the unroll's start and the
+  weights' version) into a slot of the shared ``UnrollStore``;
+- **learner** x 1: takes the ``--batch-size`` oldest full unrolls (dropping those more than ``--max-policy-lag``
+  versions old), computes V-trace targets (``returns.vtrace_from_logits``), steps the shared optimizer on the
+  shared model (through a replica on its device, as an A3G worker does) and publishes the new weights' version;
+- **evaluator**: test.py, exactly as for A3G.
+
+The boundary between the roles is two small objects, ``UnrollStore`` (actors ``claim`` free slots and ``commit``
+full ones; the learner ``take``s a batch) and ``SharedWeights`` (``publish`` / ``fetch`` with a version): a Ray
+backend implements the same two to run the same roles on several machines.
+
+Why slots with a status byte instead of free/full index queues (TorchBeast's MonoBeast): a multiprocessing queue
+has a lock, and a process killed while holding it (an actor killed mid-``put``) leaves every other process
+waiting on it for ever. Here every slot belongs to one actor (``--num-buffers`` split between them), and each
+status change has a single writer: the owning actor turns FREE into WRITING into FULL, the learner turns FULL
+back into FREE once it has copied the unroll. An actor killed mid-unroll leaves its slot WRITING; its replacement
+(same rank, same slots) frees it first, so an unroll is never lost for good and never used half-written.
+
+Losses, as in the paper: policy gradient with the clipped pg-rhos' advantages, baseline ``0.5 (vs - V)^2`` times
+``--value-coef`` (``--baseline-cost``), entropy bonus times ``--entropy-coef`` (``--entropy-cost``); each summed over
+time and averaged over the batch, as A3G's loss, so that a learning rate means the same in both.
+"""
+
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from environment import is_atari
+from model import build_model, fast_layout
+from returns import vtrace_from_logits
+from shared_optim import make_optimizer
+from test import test
+from train import RolloutEnvs, push_gradients
+from utils import device_for, parent_alive, setup_child_process
+
+FREE, WRITING, FULL = 0, 1, 2
+WAIT = 0.002  # seconds between polls of the store: a wait always ends with the stop flag or the parent's death
+
+
+class UnrollStore:
+    """Preallocated shared-memory slots, one unroll of one environment each, ``T = unroll_length`` steps:
+    ``obs [T + 1, ...]`` (the last one is where the next unroll starts, and what V-trace bootstraps from),
+    ``actions``, ``rewards``, ``dones``, ``logits [T, A]`` (the behaviour policy), ``hx``/``cx`` (the recurrent state
+    before ``obs[0]``), the weights' ``version`` that acted, and when it was committed (``stamp``, for oldest-first).
+    Slots ``[rank * per_actor, (rank + 1) * per_actor)`` belong to actor ``rank``."""
+
+    def __init__(self, slots, per_actor, unroll_length, obs_shape, num_actions, hidden_size):
+        T = unroll_length
+        self.per_actor = per_actor
+        self.obs = torch.zeros((slots, T + 1, *obs_shape))
+        self.actions = torch.zeros((slots, T), dtype=torch.int64)
+        self.rewards = torch.zeros((slots, T))
+        self.dones = torch.zeros((slots, T))
+        self.logits = torch.zeros((slots, T, num_actions))
+        self.hx = torch.zeros((slots, hidden_size))
+        self.cx = torch.zeros((slots, hidden_size))
+        self.version = torch.zeros(slots, dtype=torch.int64)
+        self.stamp = torch.zeros(slots, dtype=torch.float64)
+        self.status = torch.zeros(slots, dtype=torch.int8)
+        for tensor in vars(self).values():
+            if torch.is_tensor(tensor):
+                tensor.share_memory_()
+
+    def own(self, rank):
+        return range(rank * self.per_actor, (rank + 1) * self.per_actor)
+
+    def recover(self, rank):
+        """A new actor of ``rank`` frees what its predecessor was writing when it died."""
+        for slot in self.own(rank):
+            if self.status[slot] == WRITING:
+                self.status[slot] = FREE
+
+    def claim(self, rank, count):
+        """``count`` free slots of actor ``rank``, now WRITING; None when fewer are free."""
+        free = [slot for slot in self.own(rank) if self.status[slot] == FREE][:count]
+        if len(free) < count:
+            return None
+        self.status[free] = WRITING
+        return free
+
+    def commit(self, slots, version):
+        self.version[slots] = version
+        self.stamp[slots] = time.monotonic()
+        self.status[slots] = FULL  # last: the learner reads a slot only once it is FULL
+
+    def full(self):
+        """The FULL slots, oldest first."""
+        slots = (self.status == FULL).nonzero().squeeze(1)
+        return slots[self.stamp[slots].argsort()]
+
+    def take(self, slots):
+        """Copy the unrolls in ``slots`` out, time-major (``[T + 1, n, ...]`` observations, ``[T, n, ...]`` the
+        rest, ``[n, H]`` states), and free the slots."""
+        batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
+                 "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
+                 "logits": self.logits[slots].transpose(0, 1), "hx": self.hx[slots], "cx": self.cx[slots]}
+        self.release(slots)
+        return batch
+
+    def release(self, slots):
+        self.status[slots] = FREE
+
+
+class SharedWeights:
+    """The weights actors act with: the shared model, and a version number that the learner alone writes."""
+
+    def __init__(self, ctx, shared_model):
+        self.model = shared_model
+        self._version = ctx.RawValue("q", 0)
+
+    @property
+    def version(self):
+        return self._version.value
+
+    def publish(self):
+        """The learner has stepped the shared model: announce the new version."""
+        self._version.value += 1
+
+    def fetch(self, model):
+        """Copy the latest weights into ``model``; returns their version (read first: a copy torn by a concurrent
+        step is counted as the older version)."""
+        version = self._version.value
+        model.load_state_dict(self.model.state_dict())
+        return version
+
+
+def num_buffers(args):
+    """Slots per actor: ``--num-buffers`` split between the actors, and at least two unrolls of each of an actor's
+    environments (one being filled while the other waits for the learner)."""
+    return max((args.num_buffers or 0) // args.workers, 2 * args.envs_per_worker)
+
+
+def actor(rank, args, settings, meta, store, weights, state, parent_pid):
+    setup_child_process(args.seed + rank, parent_pid)
+    store.recover(rank)
+    batch, T = args.envs_per_worker, args.num_steps
+    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=is_atari(settings.env_id))
+    model = fast_layout(build_model(meta), meta, args.channels_last).eval()
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16)
+    obs = torch.zeros((T + 1, batch) + envs.first_obs.shape[1:])
+    obs_np = obs.numpy()
+    obs_np[-1] = envs.first_obs
+    hx, cx = model.initial_state(batch)
+    actions = torch.zeros((T, batch), dtype=torch.int64)
+    rewards, dones = torch.zeros(T, batch), torch.zeros(T, batch)
+    logits_out = torch.zeros((T, batch, meta["num_actions"]))
+    frames_per_unroll = T * batch * args.frames_per_step
+    version = weights.fetch(model)
+    while not state.stop.is_set() and parent_alive(parent_pid):
+        slots = store.claim(rank, batch)
+        if slots is None:  # every slot of this actor is full: the learner is behind
+            state.actor_waits.add(rank, 1)
+            while slots is None and not state.stop.is_set() and parent_alive(parent_pid):
+                time.sleep(WAIT)
+                slots = store.claim(rank, batch)
+            if slots is None:
+                break
+        if weights.version != version:
+            version = weights.fetch(model)
+        obs_np[0] = obs_np[-1]
+        h0, c0 = hx, cx
+        games = 0
+        with torch.no_grad(), autocast:
+            for t in range(T):
+                _, logits, (hx, cx) = model(obs[t], (hx, cx))
+                logits = logits.float()
+                action = F.softmax(logits, -1).multinomial(1).squeeze(1)
+                step_rewards, step_dones, finished = envs.step(action.numpy(), obs_np[t + 1])
+                games += finished
+                cut = np.flatnonzero(envs.truncated)
+                if len(cut):  # a time limit is not an episode's end: bootstrap from where it was cut
+                    final_value, _, _ = model(torch.from_numpy(envs.final_obs[cut]), (hx[cut], cx[cut]))
+                    step_rewards = step_rewards.copy()
+                    step_rewards[cut] += args.gamma * final_value.float().numpy()
+                actions[t], logits_out[t] = action, logits
+                rewards[t], dones[t] = torch.from_numpy(step_rewards), torch.from_numpy(step_dones)
+                keep = (1.0 - dones[t]).unsqueeze(1)
+                hx, cx = hx * keep, cx * keep
+        for j, slot in enumerate(slots):
+            store.obs[slot] = obs[:, j]
+            store.actions[slot], store.rewards[slot], store.dones[slot] = actions[:, j], rewards[:, j], dones[:, j]
+            store.logits[slot] = logits_out[:, j]
+            store.hx[slot], store.cx[slot] = h0[j], c0[j]
+        store.commit(slots, version)
+        state.add(rank, frames_per_unroll, games)
+
+
+def learner_forward(model, batch, device):
+    """The learner's policy and values over a batch of unrolls: ``[T + 1, n, A]`` logits and ``[T + 1, n]`` values.
+    Feed-forward networks see all ``(T + 1) x n`` observations in one batch; recurrent ones step through time from
+    the state each unroll started in, reset where an episode ended."""
+    obs = batch["obs"].to(device)
+    steps, n = obs.shape[:2]
+    hx, cx = batch["hx"].to(device), batch["cx"].to(device)
+    if hx.shape[1] == 0:
+        values, logits, _ = model(obs.flatten(0, 1), (hx.repeat(steps, 1), cx.repeat(steps, 1)))
+        return logits.float().view(steps, n, -1), values.float().view(steps, n)
+    dones = batch["dones"].to(device)
+    all_values, all_logits = [], []
+    for t in range(steps):
+        value, logits, (hx, cx) = model(obs[t], (hx, cx))
+        all_values.append(value.float())
+        all_logits.append(logits.float())
+        if t < steps - 1:
+            keep = (1.0 - dones[t]).unsqueeze(1)
+            hx, cx = hx * keep, cx * keep
+    return torch.stack(all_logits), torch.stack(all_values)
+
+
+def impala_loss(batch, logits, values, args):
+    """V-trace actor-critic loss of a batch; returns (loss, policy loss, baseline loss, entropy)."""
+    discounts = args.gamma * (1.0 - batch["dones"])
+    vtrace = vtrace_from_logits(batch["logits"], logits[:-1], batch["actions"], discounts, batch["rewards"],
+                                values[:-1].detach(), values[-1].detach())
+    policy_loss = -(vtrace.target_action_log_probs * vtrace.pg_advantages).sum(0).mean()
+    baseline_loss = 0.5 * (vtrace.vs - values[:-1]).pow(2).sum(0).mean()
+    log_policy = F.log_softmax(logits[:-1], -1)
+    entropy = -(log_policy.exp() * log_policy).sum(-1).sum(0).mean()
+    loss = policy_loss + args.value_coef * baseline_loss - args.entropy_coef * entropy
+    return loss, policy_loss, baseline_loss, entropy
+
+
+def learner(args, meta, shared_model, optimizer, store, weights, state, parent_pid):
+    setup_child_process(args.seed + args.workers + 1, parent_pid)
+    device = device_for(args.gpu_ids, 0)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if optimizer is None:  # --no-shared-optimizer: the learner is the only one stepping anyway
+        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), False, args.lr, args.amsgrad, args.eps)
+    model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
+    shared_params, local_params = list(shared_model.parameters()), list(model.parameters())
+    for p in shared_params:
+        p.grad = torch.zeros_like(p)
+    nonfinite_in_a_row = 0
+    while not state.stop.is_set() and parent_alive(parent_pid):
+        full = store.full()
+        lag = weights.version - store.version[full]
+        stale = full[lag > args.max_policy_lag] if args.max_policy_lag is not None else full[:0]
+        if len(stale):  # too old to correct well: dropped, counted
+            store.release(stale)
+            state.dropped.value += len(stale)
+            continue
+        if len(full) < args.batch_size:
+            time.sleep(WAIT)
+            continue
+        slots = full[: args.batch_size]
+        lag = (weights.version - store.version[slots]).double()
+        batch = store.take(slots)
+        model.load_state_dict(shared_model.state_dict())
+        logits, values = learner_forward(model, batch, device)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args)
+        model.zero_grad(set_to_none=False)
+        loss.backward()
+        grad_norm = (torch.nn.utils.clip_grad_norm_(local_params, args.max_grad_norm) if args.max_grad_norm > 0
+                     else torch.nn.utils.get_total_norm([p.grad for p in local_params]))
+        if torch.isfinite(grad_norm) and torch.isfinite(loss):
+            push_gradients(shared_params, local_params, optimizer)
+            weights.publish()
+            nonfinite_in_a_row = 0
+        else:  # never let a NaN/inf update reach the shared model
+            nonfinite_in_a_row += 1
+            state.nonfinite.add(0, 1)
+            if nonfinite_in_a_row >= args.max_nonfinite:
+                state.diverged.value = 1
+        T = args.num_steps
+        state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T, grad_norm.item()]
+        state.policy_lag[:] = [lag.min().item(), lag.mean().item(), lag.max().item()]
+
+
+def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
+    """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner and the evaluator."""
+    per_actor = num_buffers(args)
+    store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
+                        meta["hidden_size"])
+    weights = SharedWeights(ctx, shared_model)
+    parent = os.getpid()
+    roles = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
+                                  state.frames.value, time.time())),
+             "learner": (learner, (args, meta, shared_model, optimizer, store, weights, state, parent))}
+    for rank in range(args.workers):
+        roles[f"actor {rank}"] = (actor, (rank, args, settings, meta, store, weights, state, parent))
+    return roles
