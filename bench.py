@@ -12,7 +12,8 @@ In one run and one process tree it measures
     share of a core), after a warm-up.
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
-straightforward one-env-per-worker loop). A configuration is ``model:envs_per_worker[:bf16][:nocl]``.
+straightforward one-env-per-worker loop). A configuration is ``model:envs_per_worker[:bf16][:nocl][:impala]`` (``impala``: IMPALA's actors and learner
+instead of A3G's workers, with the same number of processes stepping environments).
 """
 
 import argparse
@@ -33,20 +34,22 @@ from config import cpu_share, validate
 from environment import EnvSettings, frames_per_step, make_env
 from model import FRAME_FORMAT, build_model, fast_layout
 from shared_optim import make_optimizer
+from impala import impala_roles
 from main import a3g_roles
 from run_dir import prepare_run_dir
 from run_state import RunState
 from supervisor import Supervisor
 from utils import evaluator_cpu_share, usable_cores
 
-STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16"]
+STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16", "nature:8:impala",
+            "nature:8:bf16:impala"]
 
 
 def parse_config(text):
     parts = text.split(":")
     model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
-            "channels_last": "nocl" not in parts[2:]}
+            "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g"}
 
 
 def emulator_worker(env_id, frame_size, frame_stack, seconds, seed, queue):
@@ -110,8 +113,9 @@ def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3):
 
 
 def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="auto", evaluator_nice=0):
-    """Real A3G training (workers + evaluator, as main.py runs it): frames/s after the warm-up."""
-    argv = ["--env", env_id, "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
+    """Real training (A3G's workers or IMPALA's actors and learner, and the evaluator, as main.py runs them):
+    frames/s after the warm-up."""
+    argv = ["--env", env_id, "--algo", config["algo"], "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
             str(config["envs"]), "--gpu-ids", "-1", "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
@@ -124,7 +128,10 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
     ctx = mp.get_context("spawn")
     state = RunState(ctx, workers)
     paths = prepare_run_dir(args, None)
-    roles = a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, 0.0)
+    if args.algo == "impala":
+        roles = impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, 0.0)
+    else:
+        roles = a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, 0.0)
     supervisor = Supervisor(ctx, roles, state, args.max_restarts, lambda message, echo=True: None)
     supervisor.start()
     try:
@@ -151,7 +158,7 @@ def cpu_name():
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
-    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl] ...")
+    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:impala] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")

@@ -21,3 +21,14 @@ def test_bench_quick_runs_end_to_end(tmp_path):
     assert row["fps"] > 0 and row["train_ms_per_step"] > 0 and row["inference_ms_per_step"] > 0
     assert row["emulator_ceiling_fps"] > row["fps"] and row["combined_ceiling_fps"] > 0
     assert "frames/s" in result.stdout and "a3clstm:2" in result.stdout
+
+
+@pytest.mark.slow
+def test_bench_measures_impala_in_the_same_table(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, "bench.py", "--quick", "--configs", "nature:2", "nature:2:impala",
+                             "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {row["name"]: row for row in json.loads(out.read_text())["results"]}
+    assert rows["nature:2:impala"]["algo"] == "impala" and rows["nature:2:impala"]["fps"] > 0
+    assert rows["nature:2"]["algo"] == "a3g"
