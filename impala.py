@@ -30,7 +30,6 @@ time and averaged over the batch, as A3G's loss, so that a learning rate means t
 import os
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -39,7 +38,7 @@ from model import build_model, fast_layout
 from returns import vtrace_from_logits
 from shared_optim import make_optimizer
 from test import test
-from train import RolloutEnvs, push_gradients
+from train import RolloutEnvs, push_gradients, time_limit_bootstrap
 from utils import device_for, parent_alive, setup_child_process
 
 FREE, WRITING, FULL = 0, 1, 2
@@ -176,13 +175,10 @@ def actor(rank, args, settings, meta, store, weights, state, parent_pid):
                 action = F.softmax(logits, -1).multinomial(1).squeeze(1)
                 step_rewards, step_dones, finished = envs.step(action.numpy(), obs_np[t + 1])
                 games += finished
-                cut = np.flatnonzero(envs.truncated)
-                if len(cut):  # a time limit is not an episode's end: bootstrap from where it was cut
-                    final_value, _, _ = model(torch.from_numpy(envs.final_obs[cut]), (hx[cut], cx[cut]))
-                    step_rewards = step_rewards.copy()
-                    step_rewards[cut] += args.gamma * final_value.float().numpy()
                 actions[t], logits_out[t] = action, logits
                 rewards[t], dones[t] = torch.from_numpy(step_rewards), torch.from_numpy(step_dones)
+                if step_dones.any():
+                    rewards[t] += time_limit_bootstrap(model, envs, (hx, cx), args.gamma, "cpu")
                 keep = (1.0 - dones[t]).unsqueeze(1)
                 hx, cx = hx * keep, cx * keep
         for j, slot in enumerate(slots):

@@ -68,6 +68,19 @@ class RolloutEnvs:
         return self.rewards, self.dones, games
 
 
+def time_limit_bootstrap(model, envs, state, gamma, device):
+    """``[B]``: ``gamma * V(cut observation)`` for the envs a time limit cut at this step, 0 for the others: added to
+    their last reward, it makes the return go on from where the cut left the agent instead of ending there (a cut
+    is not a terminal state). ``state``: the recurrent state after this step."""
+    bonus = torch.zeros(len(envs.truncated))
+    cut = np.flatnonzero(envs.truncated)
+    if len(cut):
+        with torch.no_grad():
+            final_value, _, _ = model(torch.from_numpy(envs.final_obs[cut]).to(device), (state[0][cut], state[1][cut]))
+        bonus[cut] = gamma * final_value.float().cpu()
+    return bonus
+
+
 Rollout = collections.namedtuple("Rollout", "log_probs entropies values rewards discounts bootstrap_value games")
 
 
@@ -101,12 +114,7 @@ def play_rollout(model, envs, observations, recurrent_state, gamma, device):
         rewards[t] = torch.from_numpy(step_rewards)
         dones[t] = torch.from_numpy(step_dones)
         if step_dones.any():
-            cut = np.flatnonzero(envs.truncated)
-            if len(cut):
-                with torch.no_grad():
-                    final = torch.from_numpy(envs.final_obs[cut]).to(device)
-                    final_value, _, _ = model(final, (hx[cut], cx[cut]))
-                rewards[t, cut] += gamma * final_value.float().cpu()
+            rewards[t] += time_limit_bootstrap(model, envs, (hx, cx), gamma, device)
             keep = (1.0 - dones[t]).to(device).unsqueeze(1)  # cut the LSTM state where an episode ended
             hx, cx = hx * keep, cx * keep
     with torch.no_grad():

@@ -178,8 +178,10 @@ def _worker_steps(shared, optimizer, steps):
 
 
 def test_two_workers_step_one_shared_model_without_losing_an_update():
-    """With a constant gradient Adam's step is exactly lr / (1 + eps) whatever the interleaving (m_hat = v_hat = 1),
-    so after both workers' steps every weight has moved by exactly their number times that."""
+    """Two worker processes step one shared model and one set of shared statistics, one after the other (run
+    concurrently, hogwild may interleave reads and lose an update by design). With a constant gradient every Adam
+    step is exactly lr / (1 + eps) (m_hat = v_hat = 1), so every weight must have moved by both workers' steps
+    (one worker stepping a private copy would leave half of them out) and the shared step count must hold both."""
     torch.manual_seed(0)
     shared = torch.nn.Linear(3, 2)
     shared.share_memory()
@@ -187,12 +189,11 @@ def test_two_workers_step_one_shared_model_without_losing_an_update():
     lr, eps, steps = 1e-2, 1e-3, 25
     optimizer = SharedAdam(shared.parameters(), lr=lr, eps=eps)
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_worker_steps, args=(shared, optimizer, steps)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
+    for _ in range(2):
+        proc = ctx.Process(target=_worker_steps, args=(shared, optimizer, steps))
+        proc.start()
+        proc.join(120)
+        assert proc.exitcode == 0
     assert optimizer.global_step == 2 * steps
     for b, p in zip(before, shared.parameters()):
         torch.testing.assert_close(b - p.detach(), torch.full_like(b, 2 * steps * lr / (1 + eps)), rtol=1e-4, atol=0)
