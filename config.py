@@ -147,6 +147,12 @@ def resumed_run_dir(path):
     return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
 
 
+def slots_per_actor(args):
+    """IMPALA's unroll slots per actor: ``--num-buffers`` split between the actors, and at least two unrolls of each
+    of an actor's environments (one being filled while the other waits for the learner)."""
+    return max((args.num_buffers or 0) // args.workers, 2 * args.envs_per_worker)
+
+
 def check_args(args):
     """Every check of user input, up front (after ``auto`` flags are resolved); raises ValueError with a one-line
     reason."""
@@ -163,7 +169,7 @@ def check_args(args):
             raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
         if args.max_policy_lag is not None and args.max_policy_lag < 0:
             raise ValueError(f"--max-policy-lag must be >= 0, got {args.max_policy_lag}")
-        slots = max((args.num_buffers or 0) // args.workers, 2 * args.envs_per_worker) * args.workers
+        slots = slots_per_actor(args) * args.workers
         if slots < args.batch_size:
             raise ValueError(f"--batch-size {args.batch_size} is more than the {slots} unroll slots: raise "
                              f"--num-buffers, --workers or --envs-per-worker, or lower --batch-size")

@@ -33,6 +33,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from config import slots_per_actor
 from environment import is_atari
 from model import build_model, fast_layout
 from returns import vtrace_from_logits
@@ -130,12 +131,6 @@ class SharedWeights:
         version = self._version.value
         model.load_state_dict(self.model.state_dict())
         return version
-
-
-def num_buffers(args):
-    """Slots per actor: ``--num-buffers`` split between the actors, and at least two unrolls of each of an actor's
-    environments (one being filled while the other waits for the learner)."""
-    return max((args.num_buffers or 0) // args.workers, 2 * args.envs_per_worker)
 
 
 def actor(rank, args, settings, meta, store, weights, state, parent_pid):
@@ -275,7 +270,7 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
 
 def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
     """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner and the evaluator."""
-    per_actor = num_buffers(args)
+    per_actor = slots_per_actor(args)
     store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
                         meta["hidden_size"])
     weights = SharedWeights(ctx, shared_model)
