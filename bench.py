@@ -6,14 +6,15 @@
 
 In one run and one process tree it measures
 (a) the emulator ceiling: every core stepping the preprocessed game with random actions (frames/s);
-(b) the network's own cost per agent step on this device, one thread: inference at the configuration's batch, and
+(b) the network's own cost per agent step on the first of ``--gpu-ids`` (or the CPU), one CPU thread: inference at the configuration's batch, and
     a training rollout (forward with autograd over num_steps x envs, backward, Adam step) per sample;
 (c) real training frames/s of each configuration (workers = cores, evaluator included, at its --evaluator-cpu
     share of a core), after a warm-up.
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
-straightforward one-env-per-worker loop). A configuration is ``model:envs_per_worker[:bf16][:nocl][:impala]`` (``impala``: IMPALA's actors and learner
-instead of A3G's workers, with the same number of processes stepping environments).
+straightforward one-env-per-worker loop). A configuration is ``model:envs_per_worker[:bf16][:nocl][:batched][:impala]``
+(``impala``: IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping environments; ``batched``:
+``--train-forward batched``).
 """
 
 import argparse
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from config import cpu_share, validate
+from config import cpu_share, default_gpu_ids, validate
 from environment import EnvSettings, frames_per_step, make_env
 from model import FRAME_FORMAT, build_model, fast_layout
 from shared_optim import make_optimizer
@@ -39,7 +40,7 @@ from main import a3g_roles
 from run_dir import prepare_run_dir
 from run_state import RunState
 from supervisor import Supervisor
-from utils import evaluator_cpu_share, usable_cores
+from utils import device_for, evaluator_cpu_share, usable_cores
 
 STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16", "nature:8:impala",
             "nature:8:bf16:impala"]
@@ -49,7 +50,8 @@ def parse_config(text):
     parts = text.split(":")
     model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
-            "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g"}
+            "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
+            "train_forward": "batched" if "batched" in parts[2:] else "stepped"}
 
 
 def emulator_worker(env_id, frame_size, frame_stack, seconds, seed, queue):
@@ -80,46 +82,61 @@ def emulator_ceiling(env_id, frame_format, cores, seconds):
     return sum(rates)
 
 
-def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3):
-    """Seconds per agent step: (inference at this batch, training rollout forward+backward+Adam per sample)."""
+def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3, batched=False, device="cpu"):
+    """Seconds per agent step on ``device`` (one CPU thread): (inference at this batch, training rollout
+    forward+backward+Adam per sample). The training rollout is the worker's: the graph built while acting, or
+    (``batched``, ``--train-forward batched``) acting without autograd and then one ``model.unroll`` over it."""
     torch.set_num_threads(1)
-    model = fast_layout(build_model(meta), meta, channels_last)
+    device = torch.device(device)
+    model = fast_layout(build_model(meta).to(device), meta, channels_last)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    obs = torch.randn(num_steps, batch, *meta["obs_shape"])
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+    obs = torch.randn(num_steps, batch, *meta["obs_shape"], device=device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+
+    def clock():  # CUDA work is asynchronous: wait for it before reading the clock
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
     with torch.no_grad(), autocast:
-        state = model.initial_state(batch)
+        state = model.initial_state(batch, device)
         for _ in range(3):
             model(obs[0], state)
-        start = time.perf_counter()
+        start = clock()
         for t in range(num_steps):
             _, _, state = model(obs[t], state)
-        infer = (time.perf_counter() - start) / (num_steps * batch)
+        infer = (clock() - start) / (num_steps * batch)
     best = float("inf")
     for it in range(iters + 1):
-        start = time.perf_counter()
-        state = model.initial_state(batch)
+        start = clock()
+        state = model.initial_state(batch, device)
         losses = []
         with autocast:  # one region for the rollout, as the worker: weights are cast to bf16 once, not every step
-            for t in range(num_steps):
-                value, logits, state = model(obs[t], state)
-                losses.append(value.float().pow(2).mean() - logits.float().log_softmax(-1).mean())
+            start_state = state
+            with torch.set_grad_enabled(not batched):
+                for t in range(num_steps):
+                    value, logits, state = model(obs[t], state)
+                    losses.append(value.float().pow(2).mean() - logits.float().log_softmax(-1).mean())
+            if batched:
+                values, logits, _ = model.unroll(obs, start_state, torch.zeros(num_steps, batch, device=device))
+                losses = [values.float().pow(2).mean(0) - logits.float().log_softmax(-1).mean((0, 2))]
         optimizer.zero_grad()
         torch.stack(losses).sum().backward()
         optimizer.step()
         if it:  # the first is warm-up
-            best = min(best, (time.perf_counter() - start) / (num_steps * batch))
+            best = min(best, (clock() - start) / (num_steps * batch))
     return infer, best
 
 
-def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="auto", evaluator_nice=0):
+def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="auto", evaluator_nice=0,
+                 gpu_ids=(-1,)):
     """Real training (A3G's workers or IMPALA's actors and learner, and the evaluator, as main.py runs them):
     frames/s after the warm-up."""
     argv = ["--env", env_id, "--algo", config["algo"], "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
-            str(config["envs"]), "--gpu-ids", "-1", "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
+            str(config["envs"]), "--gpu-ids", *map(str, gpu_ids), "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
-            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice)]
+            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--train-forward", config["train_forward"]]
     args, settings, meta, _, _ = validate(argv)
     shared_model = build_model(meta)
     shared_model.share_memory()
@@ -158,13 +175,16 @@ def cpu_name():
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
-    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:impala] ...")
+    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:batched][:impala] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
     p.add_argument("--emulator-seconds", type=float, default=10.0)
     p.add_argument("--evaluator-cpu", type=cpu_share, default="auto", help="main.py's --evaluator-cpu for the training runs")
     p.add_argument("--evaluator-nice", type=int, default=0, help="main.py's --evaluator-nice for the training runs")
+    p.add_argument("--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
+                   help="as main.py's: the training runs' GPUs, the first one for the network's cost (default: all "
+                        "visible GPUs, else -1: the CPU)")
     p.add_argument("--quick", action="store_true", help="seconds, not minutes: one configuration, short phases")
     p.add_argument("--json", default="bench.json", help="write the results here")
     args = p.parse_args()
@@ -175,7 +195,9 @@ def main():
     cores = usable_cores()
     skip = frames_per_step(args.env, 4)
     print(f"bench: {args.env} on {cpu_name()}, {cores} cores, torch {torch.__version__}, {args.workers} workers, "
-          f"evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a core", flush=True)
+          f"evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a core, device "
+          f"{device_for(args.gpu_ids, 0)}" + (f" ({torch.cuda.get_device_name(args.gpu_ids[0])})"
+                                               if args.gpu_ids != [-1] else ""), flush=True)
 
     emulator = {}
     for fmt in sorted({FRAME_FORMAT.get(c["model"], (80, 1)) for c in configs}):
@@ -190,9 +212,10 @@ def main():
             argv = ["--env", args.env, "--model", config["model"], "--run-dir", out]
             _, _, meta, _, _ = validate(argv)
             infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
-                                        iters=1 if args.quick else 3)
+                                        iters=1 if args.quick else 3, batched=config["train_forward"] == "batched",
+                                        device=device_for(args.gpu_ids, 0))
             fps = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out,
-                               args.evaluator_cpu, args.evaluator_nice)
+                               args.evaluator_cpu, args.evaluator_nice, args.gpu_ids)
         fmt = FRAME_FORMAT.get(config["model"], (80, 1))
         emu_step = cores / emulator[fmt]  # core-seconds per agent step in the emulator
         net_fps = cores * skip / train
@@ -214,6 +237,7 @@ def main():
               f"{r['emulator_ceiling_fps']:>10,.0f}{r['combined_ceiling_fps']:>9,.0f}"
               f"{r['ratio_to_min_ceiling']:>7.0%}{r['ratio_to_combined_ceiling']:>7.0%}")
     report = {"env": args.env, "cpu": cpu_name(), "cores": cores, "workers": args.workers, "torch": torch.__version__,
+              "gpu_ids": args.gpu_ids,
               "evaluator_cpu": evaluator_cpu_share(args.evaluator_cpu, args.workers),
               "evaluator_nice": args.evaluator_nice,
               "python": platform.python_version(), "seconds": args.seconds, "warmup": args.warmup,

@@ -186,25 +186,12 @@ def actor(rank, args, settings, meta, store, weights, state, parent_pid):
 
 
 def learner_forward(model, batch, device):
-    """The learner's policy and values over a batch of unrolls: ``[T + 1, n, A]`` logits and ``[T + 1, n]`` values.
-    Feed-forward networks see all ``(T + 1) x n`` observations in one batch; recurrent ones step through time from
-    the state each unroll started in, reset where an episode ended."""
-    obs = batch["obs"].to(device)
-    steps, n = obs.shape[:2]
-    hx, cx = batch["hx"].to(device), batch["cx"].to(device)
-    if hx.shape[1] == 0:
-        values, logits, _ = model(obs.flatten(0, 1), (hx.repeat(steps, 1), cx.repeat(steps, 1)))
-        return logits.float().view(steps, n, -1), values.float().view(steps, n)
-    dones = batch["dones"].to(device)
-    all_values, all_logits = [], []
-    for t in range(steps):
-        value, logits, (hx, cx) = model(obs[t], (hx, cx))
-        all_values.append(value.float())
-        all_logits.append(logits.float())
-        if t < steps - 1:
-            keep = (1.0 - dones[t]).unsqueeze(1)
-            hx, cx = hx * keep, cx * keep
-    return torch.stack(all_logits), torch.stack(all_values)
+    """The learner's policy and values over a batch of unrolls: ``[T + 1, n, A]`` logits and ``[T + 1, n]`` values,
+    from the state each unroll started in, reset where an episode ended (``model.unroll``: the convolutional part
+    sees all ``(T + 1) x n`` observations in one batch)."""
+    state = (batch["hx"].to(device), batch["cx"].to(device))
+    values, logits, _ = model.unroll(batch["obs"].to(device), state, batch["dones"].to(device))
+    return logits.float(), values.float()
 
 
 def impala_loss(batch, logits, values, args):

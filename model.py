@@ -11,6 +11,10 @@
 Feed-forward models take and return an empty recurrent state (``[B, 0]`` tensors), so the worker and the evaluator
 treat every model alike.
 
+``model.unroll(obs [T, B, ...], state, dones)`` evaluates a whole unroll at once, for training: the
+convolutional (or MLP) part sees all ``T x B`` observations in one batch, only the LSTM cell steps through time. It
+gives what ``T`` calls of ``forward`` would, with far fewer, larger kernels (BENCHMARKS.md).
+
 ``build_model(meta)`` rebuilds a network from ``model_meta(...)``, the small dict stored with every checkpoint.
 """
 
@@ -54,6 +58,24 @@ class RecurrentActorCritic(nn.Module):
         # stays float32 on every device, as it is on the CPU (a no-op there)
         hx, cx = hx.float(), cx.float()
         return self.critic_linear(hx).squeeze(-1), self.actor_linear(hx), (hx, cx)
+
+    def unroll(self, obs, state, dones=None):
+        """``obs [T, B, ...]`` from recurrent state ``state``; ``dones[t]`` (``[B]``, for ``t < T - 1`` at least)
+        is 1 where the step taken at ``obs[t]`` ended an episode: the state is zeroed before ``obs[t + 1]``.
+        Returns ``values [T, B]``, ``logits [T, B, A]`` and the state after the last step (not cut)."""
+        steps, batch = obs.shape[:2]
+        features = self.features(obs.flatten(0, 1)).unflatten(0, (steps, batch))
+        hx, cx = state
+        outputs = []
+        for t in range(steps):
+            if dones is not None and t > 0:
+                keep = (1.0 - dones[t - 1]).unsqueeze(1)
+                hx, cx = hx * keep, cx * keep
+            hx, cx = self.lstm(features[t], (hx, cx))
+            hx, cx = hx.float(), cx.float()
+            outputs.append(hx)
+        hidden = torch.stack(outputs)
+        return self.critic_linear(hidden).squeeze(-1), self.actor_linear(hidden), (hx, cx)
 
 
 class A3Clstm(RecurrentActorCritic):
@@ -112,6 +134,13 @@ class FeedForwardActorCritic(nn.Module):
     def forward(self, obs, state):
         x = self.features(obs)
         return self.critic_linear(x).squeeze(-1), self.actor_linear(x), state
+
+    def unroll(self, obs, state, dones=None):
+        """``obs [T, B, ...]`` as one batch of ``T x B``; see ``RecurrentActorCritic.unroll``."""
+        steps, batch = obs.shape[:2]
+        x = self.features(obs.flatten(0, 1))
+        values, logits = self.critic_linear(x).squeeze(-1), self.actor_linear(x)
+        return values.unflatten(0, (steps, batch)), logits.unflatten(0, (steps, batch)), state
 
 
 class Nature(FeedForwardActorCritic):

@@ -84,7 +84,7 @@ def time_limit_bootstrap(model, envs, state, gamma, device):
 Rollout = collections.namedtuple("Rollout", "log_probs entropies values rewards discounts bootstrap_value games")
 
 
-def play_rollout(model, envs, observations, recurrent_state, gamma, device):
+def play_rollout(model, envs, observations, recurrent_state, gamma, device, batched=False):
     """Play ``T = len(observations) - 1`` steps in every env of ``envs``, sampling actions from ``model``.
 
     ``observations`` is the ``[T + 1, B, ...]`` host buffer: row 0 holds the current observations on entry, and
@@ -92,35 +92,54 @@ def play_rollout(model, envs, observations, recurrent_state, gamma, device):
     keeps every step's input). ``recurrent_state`` ``(hx, cx)`` is the state before row 0. Returns the ``[T, B]``
     tensors of the A3C loss as a ``Rollout``, and the recurrent state after the last row (zeroed where an episode
     ended). Episodes cut by a time limit are not terminal: their last reward gets ``gamma * V(last observation)``
-    added, so that the return bootstraps from where the cut left the agent, not from 0 (a terminal state)."""
+    added, so that the return bootstraps from where the cut left the agent, not from 0 (a terminal state).
+
+    Two ways to the same loss (``--train-forward``): ``batched=False`` builds the autograd graph while acting, ``T``
+    forwards of ``B`` observations (the fewest multiply-adds: best on a CPU); ``batched=True`` acts without autograd
+    and then recomputes the values and log-probabilities with ``model.unroll`` over all ``T x B`` observations in
+    one batch (the replica's weights have not changed in between, so they are the numbers acting saw): one more
+    forward, but far fewer, larger kernels (meant for a GPU, where launches dominate; BENCHMARKS.md)."""
     num_steps, batch = observations.shape[0] - 1, observations.shape[1]
     observations_np = observations.numpy()
+    start_state = recurrent_state
     hx, cx = recurrent_state
     rewards, dones = torch.zeros(num_steps, batch), torch.zeros(num_steps, batch)
+    actions = torch.zeros(num_steps, batch, dtype=torch.int64)
     values, log_probs, entropies = [], [], []
     games = 0
-    for t in range(num_steps):
-        value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
-        value, logits = value.float(), logits.float()
-        log_prob = F.log_softmax(logits, dim=-1)
-        prob = log_prob.exp()
-        action = prob.multinomial(1)
-        values.append(value)
-        log_probs.append(log_prob.gather(1, action).squeeze(1))
-        entropies.append(-(log_prob * prob).sum(-1))
+    with torch.set_grad_enabled(torch.is_grad_enabled() and not batched):
+        for t in range(num_steps):
+            value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
+            log_prob = F.log_softmax(logits.float(), dim=-1)
+            prob = log_prob.exp()
+            action = prob.multinomial(1)
+            actions[t] = action.squeeze(1).cpu()
+            if not batched:
+                values.append(value.float())
+                log_probs.append(log_prob.gather(1, action).squeeze(1))
+                entropies.append(-(log_prob * prob).sum(-1))
 
-        step_rewards, step_dones, finished = envs.step(action.squeeze(1).cpu().numpy(), observations_np[t + 1])
-        games += finished
-        rewards[t] = torch.from_numpy(step_rewards)
-        dones[t] = torch.from_numpy(step_dones)
-        if step_dones.any():
-            rewards[t] += time_limit_bootstrap(model, envs, (hx, cx), gamma, device)
-            keep = (1.0 - dones[t]).to(device).unsqueeze(1)  # cut the LSTM state where an episode ended
-            hx, cx = hx * keep, cx * keep
+            step_rewards, step_dones, finished = envs.step(actions[t].numpy(), observations_np[t + 1])
+            games += finished
+            rewards[t] = torch.from_numpy(step_rewards)
+            dones[t] = torch.from_numpy(step_dones)
+            if step_dones.any():
+                rewards[t] += time_limit_bootstrap(model, envs, (hx, cx), gamma, device)
+                keep = (1.0 - dones[t]).to(device).unsqueeze(1)  # cut the LSTM state where an episode ended
+                hx, cx = hx * keep, cx * keep
     with torch.no_grad():
         bootstrap_value, _, _ = model(observations[-1].to(device), (hx, cx))
-    rollout = Rollout(torch.stack(log_probs), torch.stack(entropies), torch.stack(values), rewards.to(device),
-                      (gamma * (1.0 - dones)).to(device), bootstrap_value.float(), games)
+    dones = dones.to(device)
+    if batched:
+        value, logits, _ = model.unroll(observations[:-1].to(device), start_state, dones)
+        log_policy = F.log_softmax(logits.float(), dim=-1)
+        values = value.float()
+        log_probs = log_policy.gather(2, actions.to(device).unsqueeze(2)).squeeze(2)
+        entropies = -(log_policy * log_policy.exp()).sum(-1)
+    else:
+        values, log_probs, entropies = torch.stack(values), torch.stack(log_probs), torch.stack(entropies)
+    rollout = Rollout(log_probs, entropies, values, rewards.to(device), gamma * (1.0 - dones),
+                      bootstrap_value.float(), games)
     return rollout, (hx, cx)
 
 
@@ -152,6 +171,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     num_steps = worker_num_steps(args, rank)
     frames_per_step = args.frames_per_step  # resolved in main.py: emulator frames per agent step
     batch = args.envs_per_worker
+    batched = args.train_forward == "batched"
 
     envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=is_atari(settings.env_id))
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
@@ -184,7 +204,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
         # rollout rather than at every step (17% of the Nature network's training cost at 8 envs).
         with autocast:
             rollout, (hx, cx) = play_rollout(model, envs, observations, (hx.detach(), cx.detach()), args.gamma,
-                                             device)
+                                             device, batched)
         loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args)
 
         if fault_nan:

@@ -32,3 +32,13 @@ def test_bench_measures_impala_in_the_same_table(tmp_path):
     rows = {row["name"]: row for row in json.loads(out.read_text())["results"]}
     assert rows["nature:2:impala"]["algo"] == "impala" and rows["nature:2:impala"]["fps"] > 0
     assert rows["nature:2"]["algo"] == "a3g"
+
+
+def test_configuration_names():
+    from bench import parse_config
+
+    config = parse_config("nature:8:bf16:batched")
+    assert (config["model"], config["envs"], config["bf16"], config["train_forward"], config["algo"]) == (
+        "nature", 8, True, "batched", "a3g")
+    config = parse_config("a3clstm:1:nocl:impala")
+    assert not config["channels_last"] and config["train_forward"] == "stepped" and config["algo"] == "impala"

@@ -67,7 +67,8 @@ def test_recurrent_learner_forward_equals_stepping_and_resets_at_episode_ends():
 def test_feed_forward_learner_forward_is_one_batch():
     torch.manual_seed(0)
     model = build_model(model_meta("nature", [4, 84, 84], 6, 0))
-    batch = {"obs": torch.rand(3, 2, 4, 84, 84), "hx": torch.zeros(2, 0), "cx": torch.zeros(2, 0)}
+    batch = {"obs": torch.rand(3, 2, 4, 84, 84), "hx": torch.zeros(2, 0), "cx": torch.zeros(2, 0),
+             "dones": torch.zeros(2, 2)}
     logits, values = learner_forward(model, batch, "cpu")
     value, logit, _ = model(batch["obs"][1], model.initial_state(2))
     torch.testing.assert_close(values[1], value)

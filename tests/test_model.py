@@ -89,3 +89,42 @@ def test_channels_last_replica_computes_the_same():
     (b[0].sum() + b[1].pow(2).sum()).backward()
     for p, q in zip(plain.parameters(), fast.parameters()):
         torch.testing.assert_close(p.grad, q.grad.contiguous(), rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, obs_shape", [("a3clstm", (1, 80, 80)), ("mlplstm", (4,)), ("nature", (4, 84, 84)),
+                                             ("resnet", (4, 84, 84))])
+def test_unroll_equals_stepping_with_resets_at_episode_ends(name, obs_shape):
+    """``unroll`` (the batched training forward) gives what T calls of ``forward`` give, with the recurrent state
+    zeroed after a step that ended an episode, and the same gradients."""
+    torch.manual_seed(0)
+    model = build_model(model_meta(name, obs_shape, 3, 16))
+    T, B = 5, 3
+    obs = torch.rand((T, B) + obs_shape)
+    dones = torch.zeros(T, B)
+    dones[1, 0] = dones[3, 2] = 1.0
+    h0 = tuple(torch.randn_like(s) for s in model.initial_state(B))
+    values, logits, state = model.unroll(obs, h0, dones)
+    assert values.shape == (T, B) and logits.shape == (T, B, 3)
+
+    stepped_values, stepped_logits, (hx, cx) = [], [], h0
+    for t in range(T):
+        value, logit, (hx, cx) = model(obs[t], (hx, cx))
+        stepped_values.append(value)
+        stepped_logits.append(logit)
+        keep = (1.0 - dones[t]).unsqueeze(1)
+        if t < T - 1:
+            hx, cx = hx * keep, cx * keep
+    stepped_values, stepped_logits = torch.stack(stepped_values), torch.stack(stepped_logits)
+    torch.testing.assert_close(values, stepped_values, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(logits, stepped_logits, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(state[0], hx, rtol=1e-4, atol=1e-5)
+
+    grads = torch.autograd.grad((values.sum() + logits.pow(2).sum()), list(model.parameters()))
+    stepped_grads = torch.autograd.grad((stepped_values.sum() + stepped_logits.pow(2).sum()),
+                                        list(model.parameters()))
+    for g, s in zip(grads, stepped_grads):
+        torch.testing.assert_close(g, s, rtol=1e-3, atol=1e-5)
+    if model.hidden_size:  # the reset matters: env 0 at step 2 starts from a zero state, env 1 never does
+        fresh_value, _, _ = model(obs[2, :1], model.initial_state(1))
+        torch.testing.assert_close(values[2, :1], fresh_value, rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(values[2, 1:2], model(obs[2, 1:2], model.initial_state(1))[0])

@@ -40,18 +40,24 @@ class CountingEnv(gym.Env):
 
 
 class Recorder(torch.nn.Module):
-    """Wraps a model and records every observation and recurrent state it is given."""
+    """Wraps a model and records every observation and recurrent state it is given while acting (``forward``),
+    and what it answered."""
 
     def __init__(self, model):
         super().__init__()
-        self.model, self.calls = model, []
+        self.model, self.calls, self.answers = model, [], []
 
     def initial_state(self, *a, **k):
         return self.model.initial_state(*a, **k)
 
     def forward(self, obs, state):
         self.calls.append((obs.clone(), state[0].clone(), state[1].clone()))
-        return self.model(obs, state)
+        value, logits, state = self.model(obs, state)
+        self.answers.append((value.clone(), logits.clone()))
+        return value, logits, state
+
+    def unroll(self, obs, state, dones=None):
+        return self.model.unroll(obs, state, dones)
 
 
 class ConstantValue(torch.nn.Module):
@@ -64,9 +70,25 @@ class ConstantValue(torch.nn.Module):
         batch = obs.shape[0]
         return torch.full((batch,), 5.0), torch.zeros(batch, 2, requires_grad=True), state
 
+    def unroll(self, obs, state, dones=None):
+        steps, batch = obs.shape[:2]
+        return torch.full((steps, batch), 5.0), torch.zeros(steps, batch, 2, requires_grad=True), state
 
-def make_envs(lengths, time_limit=None):
-    envs = [CountingEnv(i, n) for i, n in enumerate(lengths)]
+
+class FrameCountingEnv(CountingEnv):
+    """CountingEnv with 4 stacked 84x84 frames, for the image networks: the count and the index in one corner."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (4, 84, 84), np.float32)
+
+    def _obs(self):
+        frames = np.zeros((4, 84, 84), dtype=np.float32)
+        frames[:, :8, :8] = self.t / 10.0
+        frames[:, 8:16, :8] = (self.index + 1) / 10.0
+        return frames
+
+
+def make_envs(lengths, time_limit=None, kind=CountingEnv):
+    envs = [kind(i, n) for i, n in enumerate(lengths)]
     if time_limit:
         envs = [gym.wrappers.TimeLimit(e, max_episode_steps=time_limit) for e in envs]
     return RolloutEnvs(None, len(envs), seed=0, clip_rewards=False, envs=envs)
@@ -100,6 +122,50 @@ def test_lstm_state_is_reset_only_for_the_env_whose_episode_ended():
     torch.testing.assert_close(rollout.discounts, GAMMA * (1 - expected_done))
     # after a reset the env's row holds the first observation of its next episode
     assert observations[2, 0, 0] == 0 and observations[3, 1, 0] == 0 and observations[5, 2, 0] == 5
+
+
+@pytest.mark.parametrize("name, obs_shape", [("mlplstm", (2,)), ("nature", (4, 84, 84))])
+def test_batched_training_forward_gives_the_stepped_loss_and_gradients(name, obs_shape):
+    """``--train-forward batched`` (act without autograd, recompute the rollout in one batch) and ``stepped``
+    (the graph built while acting): the same actions (same seed), the same loss and gradients, episode ends and a
+    time-limit cut included."""
+    results = []
+    for batched in (False, True):
+        torch.manual_seed(0)
+        model = build_model(model_meta(name, list(obs_shape), 2, 8))
+        envs = make_envs([2, None, 4], time_limit=3, kind=CountingEnv if len(obs_shape) == 1 else FrameCountingEnv)
+        observations = torch.zeros((6, 3) + obs_shape)
+        observations[0] = torch.from_numpy(envs.first_obs)
+        state = tuple(torch.randn_like(s) for s in model.initial_state(3))
+        rollout, final_state = play_rollout(model, envs, observations, state, GAMMA, "cpu", batched=batched)
+        loss, *_ = a3c_loss(*rollout[:-1], argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01))
+        loss.backward()
+        results.append((loss.detach(), rollout.rewards, [p.grad.clone() for p in model.parameters()], final_state))
+    (loss_s, rewards_s, grads_s, state_s), (loss_b, rewards_b, grads_b, state_b) = results
+    torch.testing.assert_close(rewards_b, rewards_s)
+    assert (rewards_s != 1.0).any()  # the time-limit cut bootstrapped somewhere
+    torch.testing.assert_close(loss_b, loss_s, rtol=1e-4, atol=1e-5)
+    for b, s in zip(grads_b, grads_s):
+        torch.testing.assert_close(b, s, rtol=1e-3, atol=1e-5)
+    torch.testing.assert_close(state_b[0], state_s[0])
+
+
+def test_the_loss_sees_the_values_and_policy_that_acting_saw():
+    """With ``batched=True`` acting runs without autograd; the loss's values and log-probabilities are recomputed
+    over the whole rollout in one batch (``model.unroll``). They must be the very numbers acting used, episode
+    ends included."""
+    envs = make_envs([2, 3, None])
+    model = lstm()
+    observations = buffer_for(envs, 5)
+    rollout, _ = play_rollout(model, envs, observations, model.initial_state(3), GAMMA, "cpu", batched=True)
+    acted_values = torch.stack([v for v, _ in model.answers[:5]])
+    acted_log_policy = torch.log_softmax(torch.stack([lg for _, lg in model.answers[:5]]), -1)
+    torch.testing.assert_close(rollout.values, acted_values, rtol=1e-5, atol=1e-6)
+    # the log-probability of the action taken is one of the acted policy's, and the entropy is the acted one's
+    taken = (acted_log_policy - rollout.log_probs.unsqueeze(2)).abs().min(2).values
+    assert taken.max() < 1e-5
+    torch.testing.assert_close(rollout.entropies, -(acted_log_policy.exp() * acted_log_policy).sum(-1))
+    assert rollout.values.requires_grad and rollout.log_probs.requires_grad
 
 
 def test_observation_row_and_state_carry_across_rollouts():
