@@ -34,7 +34,7 @@ import torch.multiprocessing as mp
 from config import cpu_share, default_gpu_ids, validate
 from environment import EnvSettings, frames_per_step, make_env
 from model import FRAME_FORMAT, build_model, fast_layout
-from shared_optim import make_optimizer
+from shared_optim import optimizer_for
 from impala import impala_roles
 from main import a3g_roles
 from run_dir import prepare_run_dir
@@ -140,8 +140,7 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
     args, settings, meta, _, _ = validate(argv)
     shared_model = build_model(meta)
     shared_model.share_memory()
-    optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad,
-                               args.eps)
+    optimizer = optimizer_for(args, shared_model.parameters(), True)
     ctx = mp.get_context("spawn")
     state = RunState(ctx, workers)
     paths = prepare_run_dir(args, None)

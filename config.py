@@ -70,6 +70,11 @@ def build_parser(suppress_defaults=False):
     add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
         help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
     add("-a", "--amsgrad", action=argparse.BooleanOptionalAction, default=False, help="Adam's amsgrad variant")
+    add("--alpha", type=float, default=0.99, help="RMSprop's smoothing constant (TorchBeast's --alpha)")
+    add("--momentum", type=float, default=0.0, help="RMSprop's momentum (TorchBeast's --momentum)")
+    add("--reward-clipping", default=AUTO, choices=[AUTO, "abs_one", "none"],
+        help="training rewards clipped to [-1, 1] (abs_one) or not (none); the evaluator always scores raw "
+             "rewards; auto: abs_one for Atari, none for classic control")
     add("--skip-rate", type=int, default=4, help="Atari frames per agent step (the emulator's own for v5 ids)")
     add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
         help="LSTM hidden size (recurrent networks only); auto: 512 for a3clstm, 64 for mlplstm")
@@ -187,6 +192,10 @@ def check_args(args):
         raise ValueError(f"--tau must be in [0, 1], got {args.tau}")
     if not (args.eps > 0 and math.isfinite(args.eps)):
         raise ValueError(f"--eps must be positive, got {args.eps}")
+    if not 0.0 <= args.alpha < 1.0:
+        raise ValueError(f"--alpha must be in [0, 1), got {args.alpha}")
+    if not 0.0 <= args.momentum < 1.0:
+        raise ValueError(f"--momentum must be in [0, 1), got {args.momentum}")
     for flag in ("entropy_coef", "value_coef", "max_grad_norm"):
         value = getattr(args, flag)
         if not (value >= 0 and math.isfinite(value)):

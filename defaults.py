@@ -12,6 +12,7 @@ command line is never touched, so rl_a3c_pytorch's commands keep their meaning. 
 | Atari, GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
 | classic control (vectors) | mlplstm | 4 | 2e-3 | off | 64 | 0.1 |
 
+``--reward-clipping`` is ``abs_one`` for Atari (rl_a3c_pytorch's and TorchBeast's), ``none`` for classic control.
 ``--train-forward`` is ``stepped`` on a CPU (measured: the batched recompute costs as much or more there) and
 ``batched`` with GPUs (fewer, larger kernels: 3.5x fewer device ops an update for nature, 1.4x for a3clstm;
 not yet timed on a GPU).
@@ -70,6 +71,7 @@ def resolve_defaults(args, atari, on_gpu, native_bf16):
     pick("hidden_size", HIDDEN.get(model, 512))
     pick("value_coef", 0.5 if atari else 0.1)
     pick("train_forward", "batched" if on_gpu else "stepped")
+    pick("reward_clipping", "abs_one" if atari else "none")
     pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer
     return description, picked
 

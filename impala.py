@@ -34,10 +34,9 @@ import torch
 import torch.nn.functional as F
 
 from config import slots_per_actor
-from environment import is_atari
 from model import build_model, fast_layout
 from returns import vtrace_from_logits
-from shared_optim import make_optimizer
+from shared_optim import optimizer_for
 from test import test
 from train import RolloutEnvs, push_gradients, time_limit_bootstrap
 from utils import device_for, parent_alive, setup_child_process
@@ -137,7 +136,7 @@ def actor(rank, args, settings, meta, store, weights, state, parent_pid):
     setup_child_process(args.seed + rank, parent_pid)
     store.recover(rank)
     batch, T = args.envs_per_worker, args.num_steps
-    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=is_atari(settings.env_id))
+    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=args.reward_clipping == "abs_one")
     model = fast_layout(build_model(meta), meta, args.channels_last).eval()
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16)
     obs = torch.zeros((T + 1, batch) + envs.first_obs.shape[1:])
@@ -213,7 +212,7 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if optimizer is None:  # --no-shared-optimizer: the learner is the only one stepping anyway
-        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), False, args.lr, args.amsgrad, args.eps)
+        optimizer = optimizer_for(args, shared_model.parameters(), False)
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     shared_params, local_params = list(shared_model.parameters()), list(model.parameters())
     for p in shared_params:

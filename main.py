@@ -30,7 +30,7 @@ from config import BAD_INPUT_ERRORS, validate
 from model import build_model
 from run_dir import prepare_run_dir, write_tensorboard_hparams, write_tensorboard_results
 from run_state import RunState
-from shared_optim import make_optimizer
+from shared_optim import hyperparameters, optimizer_for
 from supervisor import (EXIT_CRASH, Supervisor, Terminated, make_supervisor_log, raise_terminated,
                         stop_resource_tracker, supervise)
 from test import test
@@ -64,8 +64,7 @@ def main(argv=None):
     shared_model = build_model(meta)
     optimizer = None
     if args.shared_optimizer:
-        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), True, args.lr, args.amsgrad,
-                                   args.eps)
+        optimizer = optimizer_for(args, shared_model.parameters(), True)
     counters = {}
     try:
         if resumed is not None:
@@ -78,7 +77,7 @@ def main(argv=None):
                 else:
                     optimizer.load_state_dict(resumed["optimizer"])
                     # the saved groups' lr/eps/amsgrad would win over the flags given now: apply the flags
-                    optimizer.set_hyperparameters(lr=args.lr, eps=args.eps, amsgrad=args.amsgrad)
+                    optimizer.set_hyperparameters(**hyperparameters(args))
             counters = {k: resumed.get(k, 0) for k in ("frames", "episodes", "eval_episodes")}
             counters.update({k: resumed.get(k, -math.inf) for k in ("best_return", "best_mean_return")})
         elif loaded is not None:

@@ -197,11 +197,22 @@ class SharedRMSprop(_SharedStateMixin, torch.optim.RMSprop):
 OPTIMIZERS = {"Adam": (SharedAdam, torch.optim.Adam), "RMSprop": (SharedRMSprop, torch.optim.RMSprop)}
 
 
-def make_optimizer(name, params, shared, lr, amsgrad=False, eps=None):
+def make_optimizer(name, params, shared, lr, amsgrad=False, eps=None, alpha=0.99, momentum=0.0):
     """Build the optimizer ``--optimizer name`` names, shared (hogwild state, bounded steps) or process-private
-    (``--no-shared-optimizer``: torch's own). ``eps=None``: rl_a3c_pytorch's default for that optimizer."""
+    (``--no-shared-optimizer``: torch's own). ``eps=None``: rl_a3c_pytorch's default for that optimizer.
+    ``amsgrad`` is Adam's, ``alpha`` and ``momentum`` RMSprop's."""
     shared_cls, plain_cls = OPTIMIZERS[name]
     kwargs = {"lr": lr, "eps": DEFAULT_EPS[name] if eps is None else eps}
-    if name == "Adam":
-        kwargs["amsgrad"] = amsgrad
+    kwargs.update({"amsgrad": amsgrad} if name == "Adam" else {"alpha": alpha, "momentum": momentum})
     return (shared_cls if shared else plain_cls)(params, **kwargs)
+
+
+def optimizer_for(args, params, shared):
+    """The optimizer the flags name (``--optimizer --lr --eps --amsgrad --alpha --momentum``)."""
+    return make_optimizer(args.optimizer, params, shared, args.lr, args.amsgrad, args.eps, args.alpha,
+                          args.momentum)
+
+
+def hyperparameters(args):
+    """The flags' values for ``set_hyperparameters`` after a resume (each optimizer applies the keys it has)."""
+    return {"lr": args.lr, "eps": args.eps, "amsgrad": args.amsgrad, "alpha": args.alpha, "momentum": args.momentum}

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from environment import is_atari, make_env
 from model import build_model, fast_layout
 from returns import gae_advantages, nstep_returns
-from shared_optim import make_optimizer
+from shared_optim import optimizer_for
 from utils import device_for, injected_fault, parent_alive, setup_child_process
 
 
@@ -173,13 +173,12 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     batch = args.envs_per_worker
     batched = args.train_forward == "batched"
 
-    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=is_atari(settings.env_id))
+    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=args.reward_clipping == "abs_one")
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     model.train()
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
     if optimizer is None:  # --no-shared-optimizer: statistics of this worker's own
-        optimizer = make_optimizer(args.optimizer, shared_model.parameters(), False, args.lr, args.amsgrad,
-                                   args.eps)
+        optimizer = optimizer_for(args, shared_model.parameters(), False)
     # This process's gradient buffers on the shared parameters: allocated once, overwritten every update.
     shared_params = list(shared_model.parameters())
     for p in shared_params:

@@ -10,18 +10,19 @@ from defaults import AUTO, describe, resolve_defaults
 
 
 def auto_args(**given):
-    names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef", "eps", "train_forward"]
+    names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef", "eps", "train_forward",
+             "reward_clipping"]
     return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), **{n: given.get(n, AUTO) for n in names})
 
 
 @pytest.mark.parametrize("atari,gpu,bf16,expected", [
     (True, False, True, {"model": "nature", "envs_per_worker": 8, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
-                         "train_forward": "stepped"}),
+                         "train_forward": "stepped", "reward_clipping": "abs_one"}),
     (True, False, False, {"model": "nature", "envs_per_worker": 8, "bf16": False, "lr": 3e-4}),
     (True, True, True, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4, "hidden_size": 512,
                         "train_forward": "batched"}),
     (False, False, True, {"model": "mlplstm", "envs_per_worker": 4, "bf16": False, "lr": 2e-3, "hidden_size": 64,
-                          "value_coef": 0.1}),
+                          "value_coef": 0.1, "reward_clipping": "none"}),
 ])
 def test_family_and_machine_defaults(atari, gpu, bf16, expected):
     args = auto_args()
@@ -30,7 +31,7 @@ def test_family_and_machine_defaults(atari, gpu, bf16, expected):
         assert getattr(args, key) == value, key
     assert AUTO not in vars(args).values()
     assert args.eps == 1e-3
-    assert len(picked) == 8 and ("Atari" if atari else "classic control") in description
+    assert len(picked) == 9 and ("Atari" if atari else "classic control") in description
 
 
 def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
@@ -38,7 +39,7 @@ def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
     _, picked = resolve_defaults(args, atari=True, on_gpu=False, native_bf16=True)
     assert (args.model, args.bf16, args.lr, args.envs_per_worker) == ("a3clstm", False, 5e-5, 8)
     assert {flag for flag, _ in picked} == {"--envs-per-worker", "--hidden-size", "--value-coef", "--eps",
-                                            "--train-forward"}
+                                            "--train-forward", "--reward-clipping"}
     args = auto_args(model="a3clstm")
     resolve_defaults(args, atari=True, on_gpu=False, native_bf16=False)
     assert args.lr == 1e-4  # rl_a3c_pytorch's rate for its network

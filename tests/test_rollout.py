@@ -105,6 +105,20 @@ def lstm():
     return Recorder(build_model(model_meta("mlplstm", [2], 2, 8)))
 
 
+class BigRewardEnv(CountingEnv):
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, -7.5, terminated, truncated, info
+
+
+@pytest.mark.parametrize("clip, expected", [(True, -1.0), (False, -7.5)])
+def test_reward_clipping(clip, expected):
+    """``--reward-clipping abs_one`` clips training rewards to [-1, 1]; ``none`` keeps them."""
+    envs = RolloutEnvs(None, 1, seed=0, clip_rewards=clip, envs=[BigRewardEnv(0, None)])
+    rewards, _, _ = envs.step(np.zeros(1, dtype=np.int64), np.zeros((1, 2), dtype=np.float32))
+    assert rewards.tolist() == [expected]
+
+
 def test_lstm_state_is_reset_only_for_the_env_whose_episode_ended():
     envs = make_envs([2, 3, None])  # env 0 ends after its 2nd step, env 1 after its 3rd, env 2 never
     model = lstm()

@@ -109,6 +109,30 @@ def test_unshared_optimizer_is_plain_torch():
     assert type(make_optimizer("RMSprop", net.parameters(), shared=False, lr=1e-3)) is torch.optim.RMSprop
 
 
+def test_flags_reach_the_optimizer_and_a_resume_applies_them():
+    import argparse
+
+    from shared_optim import hyperparameters, optimizer_for
+
+    args = argparse.Namespace(optimizer="RMSprop", lr=1e-3, eps=0.01, amsgrad=False, alpha=0.9, momentum=0.5)
+    net = make_net()
+    opt = optimizer_for(args, net.parameters(), shared=True)
+    group = opt.param_groups[0]
+    assert (group["lr"], group["eps"], group["alpha"], group["momentum"]) == (1e-3, 0.01, 0.9, 0.5)
+    first = group["params"][0]
+    assert opt.state[first]["momentum_buffer"].is_shared()
+    saved = optimizer_for(argparse.Namespace(**{**vars(args), "momentum": 0.0, "alpha": 0.99}), net.parameters(),
+                          shared=True).state_dict()
+    opt.load_state_dict(saved)  # a resume: the saved groups come back ...
+    assert opt.param_groups[0]["momentum"] == 0.0
+    opt.set_hyperparameters(**hyperparameters(args))  # ... and the flags given now win
+    assert (opt.param_groups[0]["alpha"], opt.param_groups[0]["momentum"]) == (0.9, 0.5)
+    assert opt.state[opt.param_groups[0]["params"][0]]["momentum_buffer"].is_shared()
+    adam = optimizer_for(argparse.Namespace(**{**vars(args), "optimizer": "Adam", "amsgrad": True}),
+                         net.parameters(), shared=False)
+    assert adam.param_groups[0]["amsgrad"] and "alpha" not in adam.param_groups[0]
+
+
 def test_defaults_are_rl_a3c_pytorchs_eps():
     net = make_net()
     assert make_optimizer("Adam", net.parameters(), shared=True, lr=1e-3).defaults["eps"] == 1e-3
