@@ -6,15 +6,16 @@
 
 In one run and one process tree it measures
 (a) the emulator ceiling: every core stepping the preprocessed game with random actions (frames/s);
-(b) the network's own cost per agent step on the first of ``--gpu-ids`` (or the CPU), one CPU thread: inference at the configuration's batch, and
-    a training rollout (forward with autograd over num_steps x envs, backward, Adam step) per sample;
+(b) the network's own cost per agent step on the first of ``--gpu-ids`` (or the CPU), one CPU thread: inference at
+    the configuration's batch, and a training rollout (forward and backward over num_steps x envs, Adam step) per
+    sample;
 (c) real training frames/s of each configuration (workers = cores, evaluator included, at its --evaluator-cpu
     share of a core), after a warm-up.
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
-straightforward one-env-per-worker loop). A configuration is ``model:envs_per_worker[:bf16][:nocl][:batched][:impala]``
-(``impala``: IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping environments; ``batched``:
-``--train-forward batched``).
+straightforward one-env-per-worker loop). A configuration is
+``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server]`` (``impala``: IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping
+environments; ``server``: with ``--inference server``; ``batched``: A3G's ``--train-forward batched``).
 """
 
 import argparse
@@ -51,7 +52,8 @@ def parse_config(text):
     model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
             "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
-            "train_forward": "batched" if "batched" in parts[2:] else "stepped"}
+            "train_forward": "batched" if "batched" in parts[2:] else "stepped",
+            "inference": "server" if "server" in parts[2:] else "local"}
 
 
 def emulator_worker(env_id, frame_size, frame_stack, seconds, seed, queue):
@@ -136,7 +138,8 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
             str(config["envs"]), "--gpu-ids", *map(str, gpu_ids), "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
-            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--train-forward", config["train_forward"]]
+            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--train-forward", config["train_forward"],
+            "--inference", config["inference"]]
     args, settings, meta, _, _ = validate(argv)
     shared_model = build_model(meta)
     shared_model.share_memory()
@@ -174,7 +177,7 @@ def cpu_name():
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
-    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:batched][:impala] ...")
+    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")

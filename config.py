@@ -91,6 +91,14 @@ def build_parser(suppress_defaults=False):
         help="IMPALA: drop unrolls whose behaviour policy is more than this many versions old (default: keep all)")
     add("--num-buffers", type=int, default=None,
         help="IMPALA: unroll slots in shared memory, split between the actors (default and minimum: 2 per env)")
+    add("--inference", default=AUTO, choices=[AUTO, "local", "server"],
+        help="IMPALA: local (each actor acts with its own CPU copy of the weights) or server (one inference role "
+             "answers every actor's steps in batches, on the GPU when there is one); auto: local on a CPU-only "
+             "machine (measured faster there), server with GPUs")
+    add("--inference-batch", type=int, default=0,
+        help="IMPALA --inference server: most observations in one forward pass (default 0: every actor's envs)")
+    add("--inference-wait", type=float, default=1.0,
+        help="IMPALA --inference server: most milliseconds to wait for more actors once one has asked")
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "nature", "resnet"],
         help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlplstm for "
              "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames")
@@ -176,6 +184,11 @@ def check_args(args):
     if args.algo == "impala":
         if args.batch_size <= 0:
             raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
+        if args.inference_batch < 0:
+            raise ValueError(f"--inference-batch must be >= 0, got {args.inference_batch}")
+        if not (args.inference_wait >= 0 and math.isfinite(args.inference_wait)):
+            raise ValueError(f"--inference-wait must be a finite number of milliseconds >= 0, got "
+                             f"{args.inference_wait}")
         if args.max_policy_lag is not None and args.max_policy_lag < 0:
             raise ValueError(f"--max-policy-lag must be >= 0, got {args.max_policy_lag}")
         slots = slots_per_actor(args) * args.workers

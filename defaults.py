@@ -13,6 +13,8 @@ command line is never touched, so rl_a3c_pytorch's commands keep their meaning. 
 | classic control (vectors) | mlplstm | 4 | 2e-3 | off | 64 | 0.1 |
 
 ``--reward-clipping`` is ``abs_one`` for Atari (rl_a3c_pytorch's and TorchBeast's), ``none`` for classic control.
+IMPALA's ``--inference`` is ``local`` on a CPU (measured faster there) and ``server`` with GPUs (one model on the
+GPU for every actor; not yet timed on a GPU).
 ``--train-forward`` is ``stepped`` on a CPU (measured: the batched recompute costs as much or more there) and
 ``batched`` with GPUs (fewer, larger kernels: 3.5x fewer device ops an update for nature, 1.4x for a3clstm;
 not yet timed on a GPU).
@@ -72,6 +74,10 @@ def resolve_defaults(args, atari, on_gpu, native_bf16):
     pick("value_coef", 0.5 if atari else 0.1)
     pick("train_forward", "batched" if on_gpu else "stepped")
     pick("reward_clipping", "abs_one" if atari else "none")
+    if args.algo == "impala":
+        pick("inference", "server" if on_gpu else "local")
+    elif args.inference == AUTO:  # A3G has no inference role: resolved quietly, so that args.json holds no auto
+        args.inference = "local"
     pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer
     return description, picked
 

@@ -3,13 +3,14 @@ their lag with V-trace.
 
 Roles, handed to the supervisor as A3G's are (``impala_roles``):
 - **actor** x ``--workers``: steps ``--envs-per-worker`` environments with a CPU copy of the latest published
-  weights (``--inference local``) and writes each environment's unroll of ``--unroll-length`` steps (observations,
+  weights (``--inference local``) or through the inference role (``--inference server``, inference.py), and writes each environment's unroll of ``--unroll-length`` steps (observations,
   actions, rewards, episode ends, the behaviour policy's logits, the recurrent state at the unroll's start and the
   weights' version) into a slot of the shared ``UnrollStore``;
 - **learner** x 1: takes the ``--batch-size`` oldest full unrolls (dropping those more than ``--max-policy-lag``
   versions old), computes V-trace targets (``returns.vtrace_from_logits``), steps the shared optimizer on the
   shared model (through a replica on its device, as an A3G worker does) and publishes the new weights' version;
-- **evaluator**: test.py, exactly as for A3G.
+- **evaluator**: test.py, exactly as for A3G;
+- **inference** x 1 with ``--inference server``: answers the actors' forward passes in batches (inference.py).
 
 The boundary between the roles is two small objects, ``UnrollStore`` (actors ``claim`` free slots and ``commit``
 full ones; the learner ``take``s a batch) and ``SharedWeights`` (``publish`` / ``fetch`` with a version): a Ray
@@ -34,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from config import slots_per_actor
+from inference import InferenceClient, InferenceServer, InferenceStopped, LocalPolicy, inference
 from model import build_model, fast_layout
 from returns import vtrace_from_logits
 from shared_optim import optimizer_for
@@ -132,56 +134,60 @@ class SharedWeights:
         return version
 
 
-def actor(rank, args, settings, meta, store, weights, state, parent_pid):
+def actor(rank, args, settings, meta, store, weights, server, state, parent_pid):
     setup_child_process(args.seed + rank, parent_pid)
     store.recover(rank)
     batch, T = args.envs_per_worker, args.num_steps
     envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=args.reward_clipping == "abs_one")
-    model = fast_layout(build_model(meta), meta, args.channels_last).eval()
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16)
+    if server is None:  # --inference local: this actor's own copy of the weights
+        policy = LocalPolicy(fast_layout(build_model(meta), meta, args.channels_last).eval(), weights)
+    else:
+        policy = InferenceClient(server, rank, state.stop, parent_pid)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16 and server is None)
     obs = torch.zeros((T + 1, batch) + envs.first_obs.shape[1:])
     obs_np = obs.numpy()
     obs_np[-1] = envs.first_obs
-    hx, cx = model.initial_state(batch)
+    hx, cx = torch.zeros(batch, meta["hidden_size"]), torch.zeros(batch, meta["hidden_size"])
     actions = torch.zeros((T, batch), dtype=torch.int64)
     rewards, dones = torch.zeros(T, batch), torch.zeros(T, batch)
     logits_out = torch.zeros((T, batch, meta["num_actions"]))
     frames_per_unroll = T * batch * args.frames_per_step
-    version = weights.fetch(model)
-    while not state.stop.is_set() and parent_alive(parent_pid):
-        slots = store.claim(rank, batch)
-        if slots is None:  # every slot of this actor is full: the learner is behind
-            state.actor_waits.add(rank, 1)
-            while slots is None and not state.stop.is_set() and parent_alive(parent_pid):
-                time.sleep(WAIT)
-                slots = store.claim(rank, batch)
-            if slots is None:
-                break
-        if weights.version != version:
-            version = weights.fetch(model)
-        obs_np[0] = obs_np[-1]
-        h0, c0 = hx, cx
-        games = 0
-        with torch.no_grad(), autocast:
-            for t in range(T):
-                _, logits, (hx, cx) = model(obs[t], (hx, cx))
-                logits = logits.float()
-                action = F.softmax(logits, -1).multinomial(1).squeeze(1)
-                step_rewards, step_dones, finished = envs.step(action.numpy(), obs_np[t + 1])
-                games += finished
-                actions[t], logits_out[t] = action, logits
-                rewards[t], dones[t] = torch.from_numpy(step_rewards), torch.from_numpy(step_dones)
-                if step_dones.any():
-                    rewards[t] += time_limit_bootstrap(model, envs, (hx, cx), args.gamma, "cpu")
-                keep = (1.0 - dones[t]).unsqueeze(1)
-                hx, cx = hx * keep, cx * keep
-        for j, slot in enumerate(slots):
-            store.obs[slot] = obs[:, j]
-            store.actions[slot], store.rewards[slot], store.dones[slot] = actions[:, j], rewards[:, j], dones[:, j]
-            store.logits[slot] = logits_out[:, j]
-            store.hx[slot], store.cx[slot] = h0[j], c0[j]
-        store.commit(slots, version)
-        state.add(rank, frames_per_unroll, games)
+    try:
+        while not state.stop.is_set() and parent_alive(parent_pid):
+            slots = store.claim(rank, batch)
+            if slots is None:  # every slot of this actor is full: the learner is behind
+                state.actor_waits.add(rank, 1)
+                while slots is None and not state.stop.is_set() and parent_alive(parent_pid):
+                    time.sleep(WAIT)
+                    slots = store.claim(rank, batch)
+                if slots is None:
+                    break
+            policy.begin_unroll()
+            obs_np[0] = obs_np[-1]
+            h0, c0 = hx, cx
+            games = 0
+            with torch.no_grad(), autocast:
+                for t in range(T):
+                    _, logits, (hx, cx) = policy(obs[t], (hx, cx))
+                    logits = logits.float()
+                    action = F.softmax(logits, -1).multinomial(1).squeeze(1)
+                    step_rewards, step_dones, finished = envs.step(action.numpy(), obs_np[t + 1])
+                    games += finished
+                    actions[t], logits_out[t] = action, logits
+                    rewards[t], dones[t] = torch.from_numpy(step_rewards), torch.from_numpy(step_dones)
+                    if step_dones.any():
+                        rewards[t] += time_limit_bootstrap(policy, envs, (hx, cx), args.gamma, "cpu")
+                    keep = (1.0 - dones[t]).unsqueeze(1)
+                    hx, cx = hx * keep, cx * keep
+            for j, slot in enumerate(slots):
+                store.obs[slot] = obs[:, j]
+                store.actions[slot], store.rewards[slot], store.dones[slot] = actions[:, j], rewards[:, j], dones[:, j]
+                store.logits[slot] = logits_out[:, j]
+                store.hx[slot], store.cx[slot] = h0[j], c0[j]
+            store.commit(slots, policy.unroll_version)
+            state.add(rank, frames_per_unroll, games)
+    except InferenceStopped:  # the run stopped while this actor waited for the inference server
+        pass
 
 
 def learner_forward(model, batch, device):
@@ -255,15 +261,22 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
 
 
 def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
-    """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner and the evaluator."""
+    """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner, the evaluator and, with
+    ``--inference server``, the inference role."""
     per_actor = slots_per_actor(args)
     store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
                         meta["hidden_size"])
     weights = SharedWeights(ctx, shared_model)
+    server = None
+    if args.inference == "server":
+        server = InferenceServer(ctx, args.workers, args.envs_per_worker, meta["obs_shape"], meta["num_actions"],
+                                 meta["hidden_size"])
     parent = os.getpid()
     roles = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
                                   state.frames.value, time.time())),
              "learner": (learner, (args, meta, shared_model, optimizer, store, weights, state, parent))}
     for rank in range(args.workers):
-        roles[f"actor {rank}"] = (actor, (rank, args, settings, meta, store, weights, state, parent))
+        roles[f"actor {rank}"] = (actor, (rank, args, settings, meta, store, weights, server, state, parent))
+    if server is not None:
+        roles["inference"] = (inference, (args, meta, server, weights, state, parent))
     return roles

@@ -168,6 +168,9 @@ def main(argv=None):
         }
         if args.algo == "impala":
             summary.update(dropped_unrolls=int(state.dropped.value), actor_waits=int(state.actor_waits.value))
+            if args.inference == "server":
+                summary.update(inference_batches=int(state.inference[0]),
+                               inference_mean_batch=round(state.mean_inference_batch(), 2))
         try:
             atomic_write_text(paths["summary"], json.dumps(summary, indent=2))
             if args.tensorboard_logger:

@@ -75,6 +75,11 @@ class RunState:
         self.policy_lag = ctx.RawArray("d", 3)
         self.dropped = ctx.RawValue("q", 0)
         self.actor_waits = SlotCounter(ctx, "q", workers)
+        self.inference = ctx.RawArray("d", 2)  # --inference server: batches answered, observations in them
+
+    def mean_inference_batch(self):
+        batches, observations = self.inference[:]
+        return observations / batches if batches else 0.0
 
     def add(self, rank, frames, episodes):
         self.frames.add(rank, frames)

@@ -40,5 +40,6 @@ def test_configuration_names():
     config = parse_config("nature:8:bf16:batched")
     assert (config["model"], config["envs"], config["bf16"], config["train_forward"], config["algo"]) == (
         "nature", 8, True, "batched", "a3g")
-    config = parse_config("a3clstm:1:nocl:impala")
+    config = parse_config("a3clstm:1:nocl:impala:server")
     assert not config["channels_last"] and config["train_forward"] == "stepped" and config["algo"] == "impala"
+    assert config["inference"] == "server" and parse_config("nature:8:impala")["inference"] == "local"

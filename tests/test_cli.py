@@ -34,6 +34,7 @@ def assert_bad_input(result, *words):
     (["--momentum", "-0.1"], ["--momentum"]),
     (["--reward-clipping", "abs_two"], ["--reward-clipping"]),
     (["--train-forward", "fast"], ["--train-forward"]),
+    (["--algo", "impala", "--inference-wait", "-1"], ["--inference-wait"]),
     (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
     (["--env-config", "/nonexistent/config.json"], ["--env-config"]),
     (["--resume", "/nonexistent/run"], ["not found"]),

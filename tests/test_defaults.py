@@ -12,7 +12,8 @@ from defaults import AUTO, describe, resolve_defaults
 def auto_args(**given):
     names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef", "eps", "train_forward",
              "reward_clipping"]
-    return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), **{n: given.get(n, AUTO) for n in names})
+    return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), algo=given.pop("algo", "a3g"),
+                              **{n: given.get(n, AUTO) for n in names + ["inference"]})
 
 
 @pytest.mark.parametrize("atari,gpu,bf16,expected", [
@@ -32,6 +33,16 @@ def test_family_and_machine_defaults(atari, gpu, bf16, expected):
     assert AUTO not in vars(args).values()
     assert args.eps == 1e-3
     assert len(picked) == 9 and ("Atari" if atari else "classic control") in description
+
+
+@pytest.mark.parametrize("gpu, expected", [(False, "local"), (True, "server")])
+def test_impala_inference_default(gpu, expected):
+    args = auto_args(algo="impala")
+    resolve_defaults(args, atari=True, on_gpu=gpu, native_bf16=False)
+    assert args.inference == expected
+    args = auto_args(algo="impala", inference="server")
+    resolve_defaults(args, atari=True, on_gpu=False, native_bf16=False)
+    assert args.inference == "server"
 
 
 def test_explicit_flags_win_and_the_learning_rate_follows_the_network():

@@ -125,9 +125,9 @@ def test_max_policy_lag_drops_and_counts_old_unrolls(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("victim", ["actor 0", "learner"])
-def test_killed_actor_or_learner_is_replaced_and_learning_goes_on(tmp_path, victim):
-    proc = start_run(tmp_path, *CARTPOLE, "--max-seconds", "30")
+@pytest.mark.parametrize("victim, flags", [("actor 0", []), ("learner", []), ("inference", ["--inference", "server"])])
+def test_killed_role_is_replaced_and_learning_goes_on(tmp_path, victim, flags):
+    proc = start_run(tmp_path, *CARTPOLE, *flags, "--max-seconds", "30")
     wait_for(lambda: evaluator_games(tmp_path) >= 3)
     old_pid = child_pids(tmp_path)[victim]
     os.kill(old_pid, signal.SIGKILL)
@@ -139,6 +139,8 @@ def test_killed_actor_or_learner_is_replaced_and_learning_goes_on(tmp_path, vict
     assert f"{victim} (pid {old_pid}) was killed by SIGKILL; restarting it" in stderr
     summary = read_json(tmp_path / "run" / "summary.json")
     assert summary["restarts"] == 1 and summary["frames"] > 0
+    if victim == "inference":  # the server batched the two actors' steps
+        assert 1.0 < summary["inference_mean_batch"] <= 2 * 4 and summary["inference_batches"] > 100
 
 
 def test_batch_larger_than_the_slots_is_bad_input(tmp_path):
