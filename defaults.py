@@ -11,8 +11,11 @@ command line is never touched, so rl_a3c_pytorch's commands keep their meaning. 
 | Atari, CPU only | nature | 8 | 3e-4 | on where the CPU has native bf16 | - | 0.5 |
 | Atari, GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
 | classic control (vectors) | mlplstm | 4 | 2e-3 | off | 64 | 0.1 |
+| retro (stable-retro), CPU only | nature | 1 | 3e-4 | on where the CPU has native bf16 | - | 0.5 |
+| retro (stable-retro), GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
 
-Where they come from (BENCHMARKS.md): on a 2-core CPU the Nature network with 8 envs per worker and bf16 runs at
+Retro games are Atari's recipe with one environment per worker: stable-retro runs one emulator per process
+(BENCHMARKS.md, "Retro games: one emulator per process"). Where they come from (BENCHMARKS.md): on a 2-core CPU the Nature network with 8 envs per worker and bf16 runs at
 ~5,200 frames/s and reached an evaluator mean of +18 on Pong in ~11 minutes, while rl_a3c_pytorch's A3C-LSTM with
 one env per worker runs at ~680 frames/s and needs hours. On GPUs the A3C-LSTM keeps rl_a3c_pytorch's settings
 until GPU measurements say otherwise. CartPole's set solves it in ~20 s on 2 cores. A learning rate that is not
@@ -37,15 +40,16 @@ def auto_or(kind):
     return parse
 
 
-def family_of(atari):
-    return "atari" if atari else "classic"
+FAMILY_NAMES = {"atari": "Atari", "retro": "retro games", "classic": "classic control"}
 
 
-def resolve_defaults(args, atari, on_gpu, native_bf16):
-    """Fill every ``auto`` flag of ``args`` in place. Returns ``(description, [(flag, value), ...])`` of what was
-    picked, the description naming the family and machine (empty list: every flag was given)."""
+def resolve_defaults(args, family, on_gpu, native_bf16):
+    """Fill every ``auto`` flag of ``args`` in place for ``family`` (``atari``, ``retro`` or ``classic``, from
+    ``environment.family``). Returns ``(description, [(flag, value), ...])`` of what was picked, the description
+    naming the family and machine (empty list: every flag was given)."""
     machine = "GPUs" if on_gpu else "a CPU-only machine" + (" with native bf16" if native_bf16 else "")
-    description = f"{'Atari' if atari else 'classic control'} on {machine}"
+    description = f"{FAMILY_NAMES[family]} on {machine}"
+    frames = family in ("atari", "retro")
     picked = []
 
     def pick(name, value):
@@ -53,9 +57,9 @@ def resolve_defaults(args, atari, on_gpu, native_bf16):
             setattr(args, name, value)
             picked.append(("--" + name.replace("_", "-"), value))
 
-    if atari:
+    if frames:
         pick("model", "a3clstm" if on_gpu else "nature")
-        pick("envs_per_worker", 1 if on_gpu else 8)
+        pick("envs_per_worker", 1 if on_gpu or family == "retro" else 8)  # retro: one emulator per process
         pick("bf16", bool(native_bf16 and not on_gpu))
     else:
         pick("model", "mlplstm")
@@ -64,7 +68,7 @@ def resolve_defaults(args, atari, on_gpu, native_bf16):
     model = args.model
     pick("lr", LR.get(model, 1e-4))
     pick("hidden_size", HIDDEN.get(model, 512))
-    pick("value_coef", 0.5 if atari else 0.1)
+    pick("value_coef", 0.5 if frames else 0.1)
     pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer
     return description, picked
 

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from config import slots_per_actor
-from environment import is_atari
+from environment import clips_training_rewards
 from model import build_model, fast_layout
 from returns import vtrace_from_logits
 from shared_optim import make_optimizer
@@ -137,7 +137,7 @@ def actor(rank, args, settings, meta, store, weights, state, parent_pid):
     setup_child_process(args.seed + rank, parent_pid)
     store.recover(rank)
     batch, T = args.envs_per_worker, args.num_steps
-    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=is_atari(settings.env_id))
+    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=clips_training_rewards(settings.env_id))
     model = fast_layout(build_model(meta), meta, args.channels_last).eval()
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16)
     obs = torch.zeros((T + 1, batch) + envs.first_obs.shape[1:])

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from environment import is_atari, make_env
+from environment import clips_training_rewards, is_atari, make_env
 from model import build_model, fast_layout
 from returns import gae_advantages, nstep_returns
 from shared_optim import make_optimizer
@@ -153,7 +153,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     frames_per_step = args.frames_per_step  # resolved in main.py: emulator frames per agent step
     batch = args.envs_per_worker
 
-    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=is_atari(settings.env_id))
+    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=clips_training_rewards(settings.env_id))
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     model.train()
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
