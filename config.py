@@ -14,8 +14,9 @@ import torch
 
 from checkpoints import CheckpointError, check_compatible, load_checkpoint
 from defaults import AUTO, auto_or, describe, resolve_defaults
-from environment import ConfigError, EnvSettings, env_conf_for, env_spec, frames_per_step, is_atari, load_env_config
-from environment import make_env
+import retro_env
+from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, frames_per_step, is_atari
+from environment import is_retro, load_env_config, make_env
 from model import FRAME_FORMAT, ModelError, choose_model, model_meta
 from utils import OneLineParser, cpu_has_native_bf16, env_file_name, missing_gpus, usable_cores
 
@@ -57,7 +58,8 @@ def build_parser(suppress_defaults=False):
     add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
         help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
     add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
-    add("-ev", "--env", default="PongNoFrameskip-v4", help="gymnasium environment id")
+    add("-ev", "--env", default="PongNoFrameskip-v4",
+        help="gymnasium environment id, or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
     add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
         help="optimizer statistics shared by all workers (else one optimizer per worker)")
     add("-ld", "--load", action="store_true", help="start from the weights in <load-model-dir>/<env>.pt")
@@ -74,13 +76,16 @@ def build_parser(suppress_defaults=False):
     add("--momentum", type=float, default=0.0, help="RMSprop's momentum (TorchBeast's --momentum)")
     add("--reward-clipping", default=AUTO, choices=[AUTO, "abs_one", "none"],
         help="training rewards clipped to [-1, 1] (abs_one) or not (none); the evaluator always scores raw "
-             "rewards; auto: abs_one for Atari, none for classic control")
-    add("--skip-rate", type=int, default=4, help="Atari frames per agent step (the emulator's own for v5 ids)")
+             "rewards; auto: abs_one for Atari and retro games, none for classic control")
+    add("--skip-rate", type=int, default=4, help="emulator frames per agent step: Atari (the emulator's own for v5 ids) and retro games")
     add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
         help="LSTM hidden size (recurrent networks only); auto: 512 for a3clstm, 64 for mlplstm")
     add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
         help="write TensorBoard events into the run directory")
     add("-evc", "--env-config", default=os.path.join(HERE, "config.json"), help="per-game crop settings (JSON)")
+    add("--state", default=None,
+        help="retro games: start each episode from this save state (a .state file, or the name of one in the "
+             "game's integration folder); default: the game's own default state")
     add("-dss", "--distributed-step-size", type=int, nargs="+", default=[],
         help="rollout lengths handed out to the workers round-robin (overrides --num-steps)")
     # a3g's own
@@ -195,6 +200,11 @@ def check_args(args):
         if slots < args.batch_size:
             raise ValueError(f"--batch-size {args.batch_size} is more than the {slots} unroll slots: raise "
                              f"--num-buffers, --workers or --envs-per-worker, or lower --batch-size")
+    if is_retro(args.env) and args.envs_per_worker > 1:
+        raise ValueError(f"--envs-per-worker {args.envs_per_worker}: stable-retro runs one emulator per process, so "
+                         f"retro games take 1 env per worker; use --workers for more emulators")
+    if args.state is not None and not is_retro(args.env):
+        raise ValueError(f"--state is for stable-retro games; {args.env} is not one")
     if args.max_restarts < 0:
         raise ValueError(f"--max-restarts must be >= 0, got {args.max_restarts}")
     if any(n <= 0 for n in args.distributed_step_size):
@@ -233,7 +243,9 @@ def environment_setup(args):
     """Resolve the environment: its settings, the network's metadata, frames per step. Raises on bad input."""
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
-    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack)
+    retro = retro_env.resolve(args.env, args.state) if is_retro(args.env) else None
+    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack, retro)
+    # Retro games: this is the parent's one emulator, closed here, before any child starts (one per process).
     env = make_env(settings, train=False)
     obs_shape, num_actions = env.observation_space.shape, env.action_space.n
     env.close()
@@ -246,9 +258,9 @@ def validate(argv):
     (args, settings, meta, resumed checkpoint or None, --load model or None); raises one of BAD_INPUT_ERRORS (or
     SystemExit(2) from the parser for malformed flags)."""
     args, resumed = parse_args(argv)
-    env_spec(args.env)  # unknown ids fail here, before anything is built
+    check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
-    args.defaults = describe(*resolve_defaults(args, is_atari(args.env), on_gpu, cpu_has_native_bf16()))
+    args.defaults = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
     check_args(args)
     settings, meta, args.frames_per_step = environment_setup(args)
     if resumed is not None:

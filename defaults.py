@@ -11,8 +11,14 @@ command line is never touched, so rl_a3c_pytorch's commands keep their meaning. 
 | Atari, CPU only | nature | 8 | 3e-4 | on where the CPU has native bf16 | - | 0.5 |
 | Atari, GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
 | classic control (vectors) | mlplstm | 4 | 2e-3 | off | 64 | 0.1 |
+| retro (stable-retro), CPU only | nature | 1 | 3e-4 | on where the CPU has native bf16 | - | 0.5 |
+| retro (stable-retro), GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
 
-``--reward-clipping`` is ``abs_one`` for Atari (rl_a3c_pytorch's and TorchBeast's), ``none`` for classic control.
+Retro games are Atari's recipe with one environment per worker: stable-retro runs one emulator per process
+(BENCHMARKS.md, "Retro games: one emulator per process").
+
+``--reward-clipping`` is ``abs_one`` for Atari and retro games (rl_a3c_pytorch's and TorchBeast's), ``none`` for
+classic control.
 IMPALA's ``--inference`` is ``local`` on a CPU (measured faster there) and ``server`` with GPUs (one model on the
 GPU for every actor; not yet timed on a GPU).
 ``--train-forward`` is ``stepped`` on a CPU (measured: the batched recompute costs as much or more there) and
@@ -44,15 +50,16 @@ def auto_or(kind):
     return parse
 
 
-def family_of(atari):
-    return "atari" if atari else "classic"
+FAMILY_NAMES = {"atari": "Atari", "retro": "retro games", "classic": "classic control"}
 
 
-def resolve_defaults(args, atari, on_gpu, native_bf16):
-    """Fill every ``auto`` flag of ``args`` in place. Returns ``(description, [(flag, value), ...])`` of what was
-    picked, the description naming the family and machine (empty list: every flag was given)."""
+def resolve_defaults(args, family, on_gpu, native_bf16):
+    """Fill every ``auto`` flag of ``args`` in place for ``family`` (``atari``, ``retro`` or ``classic``, from
+    ``environment.family``). Returns ``(description, [(flag, value), ...])`` of what was picked, the description
+    naming the family and machine (empty list: every flag was given)."""
     machine = "GPUs" if on_gpu else "a CPU-only machine" + (" with native bf16" if native_bf16 else "")
-    description = f"{'Atari' if atari else 'classic control'} on {machine}"
+    description = f"{FAMILY_NAMES[family]} on {machine}"
+    frames = family in ("atari", "retro")
     picked = []
 
     def pick(name, value):
@@ -60,9 +67,9 @@ def resolve_defaults(args, atari, on_gpu, native_bf16):
             setattr(args, name, value)
             picked.append(("--" + name.replace("_", "-"), value))
 
-    if atari:
+    if frames:
         pick("model", "a3clstm" if on_gpu else "nature")
-        pick("envs_per_worker", 1 if on_gpu else 8)
+        pick("envs_per_worker", 1 if on_gpu or family == "retro" else 8)  # retro: one emulator per process
         pick("bf16", bool(native_bf16 and not on_gpu))
     else:
         pick("model", "mlplstm")
@@ -71,9 +78,9 @@ def resolve_defaults(args, atari, on_gpu, native_bf16):
     model = args.model
     pick("lr", LR.get(model, 1e-4))
     pick("hidden_size", HIDDEN.get(model, 512))
-    pick("value_coef", 0.5 if atari else 0.1)
+    pick("value_coef", 0.5 if frames else 0.1)
     pick("train_forward", "batched" if on_gpu else "stepped")
-    pick("reward_clipping", "abs_one" if atari else "none")
+    pick("reward_clipping", "abs_one" if frames else "none")
     if args.algo == "impala":
         pick("inference", "server" if on_gpu else "local")
     elif args.inference == AUTO:  # A3G has no inference role: resolved quietly, so that args.json holds no auto

@@ -7,6 +7,8 @@ Three families of ids:
   crop to 80x80 gray in [0, 1], and a running normalisation of the frame.
 - ``ALE/*-v5`` (and any Atari id whose emulator already skips frames): the same pipeline *without* our action repeat,
   since the emulator repeats the action itself (``--skip-rate`` sets that emulator frame-skip instead).
+- stable-retro games (``Airstriker-Genesis-v0``, ``SuperMarioKart-Snes-v0``): ``retro_env.py`` owns them (discrete
+  button sets, action repeat, gray crop, game rules); they share this file's normalisation and frame stacking.
 - Everything else (classic control such as ``CartPole-v1``): observations as they come, cast to float32.
 
 Frames are counted as emulator frames: ``frames_per_step(...)`` agent steps to frames for each family.
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 import cv2
 import gymnasium as gym
 import numpy as np
+
+import retro_env
 
 try:  # ale-py registers the ALE/* and *NoFrameskip-v4 ids with gymnasium
     import ale_py
@@ -31,7 +35,8 @@ cv2.setNumThreads(1)  # one worker = one core: no OpenCV thread pool per process
 
 
 class ConfigError(ValueError):
-    """A bad environment id or ``--env-config``: reported to the user as one line, exit 2."""
+    """A bad environment id or ``--env-config``: reported to the user as one line, exit 2. (Retro games raise
+    ``retro_env.RetroError``, a ValueError too.)"""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -45,8 +50,34 @@ def env_spec(env_id):
         raise ConfigError(f"unknown environment id {env_id!r} ({exc})") from None
 
 
+def is_registered(env_id):
+    try:
+        gym.spec(env_id)
+        return True
+    except Exception:
+        return False
+
+
+def is_retro(env_id):
+    """A stable-retro game: not a gymnasium id, but a stable-retro (or a3g) integration, ROM imported or not."""
+    return not is_registered(env_id) and retro_env.is_retro(env_id)
+
+
+def check_env_id(env_id):
+    """Unknown ids, and retro games whose ROM is not imported, fail here (one line each), before anything is built."""
+    if is_retro(env_id):
+        retro_env.check_rom(env_id)
+    else:
+        env_spec(env_id)
+
+
+def family(env_id):
+    """``atari``, ``retro`` or ``classic``: what picks the preprocessing and the ``auto`` defaults."""
+    return "retro" if is_retro(env_id) else "atari" if is_atari(env_id) else "classic"
+
+
 def is_atari(env_id):
-    return str(env_spec(env_id).entry_point).startswith("ale_py")
+    return not is_retro(env_id) and str(env_spec(env_id).entry_point).startswith("ale_py")
 
 
 def emulator_frameskip(env_id):
@@ -57,6 +88,8 @@ def emulator_frameskip(env_id):
 
 def frames_per_step(env_id, skip_rate):
     """Emulator frames per agent step: the unit of every frame count in a3g."""
+    if is_retro(env_id):
+        return skip_rate  # retro_env.RetroSkip repeats the action
     if not is_atari(env_id):
         return 1
     skip = emulator_frameskip(env_id)
@@ -273,11 +306,12 @@ class EnvSettings:
     crop: dict = None  # the env-config entry for Atari games
     frame_size: int = 80  # Atari frames are frame_size x frame_size ...
     frame_stack: int = 1  # ... and the last frame_stack of them are stacked (the network decides both)
+    retro: dict = None  # retro games: retro_env.resolve's action set, crop, reward scale, rules and start state
 
     def as_dict(self):
         return {"env_id": self.env_id, "skip_rate": self.skip_rate, "max_episode_length": self.max_episode_length,
                 "crop": dict(self.crop) if self.crop else None, "frame_size": self.frame_size,
-                "frame_stack": self.frame_stack}
+                "frame_stack": self.frame_stack, "retro": json.loads(json.dumps(self.retro)) if self.retro else None}
 
 
 def make_env(settings, train=True, render_mode=None):
@@ -287,6 +321,10 @@ def make_env(settings, train=True, render_mode=None):
     (the evaluator's view). Every episode is cut at ``settings.max_episode_length`` agent steps.
     """
     env_id = settings.env_id
+    if is_retro(env_id):
+        if settings.retro is None:
+            settings.retro = retro_env.resolve(env_id)
+        return retro_env.make_retro(settings, train, render_mode, NormalizedEnv, FrameStack)
     spec = env_spec(env_id)
     if not is_atari(env_id):
         try:

@@ -26,8 +26,9 @@ import numpy as np
 import torch
 
 from checkpoints import CheckpointError, atomic_write_text, load_checkpoint
-from environment import ConfigError, EnvSettings, env_conf_for, env_spec, is_atari, load_env_config
+from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, is_atari, load_env_config
 from environment import make_env
+from retro_env import RetroError
 from model import RECURRENT_MODELS, ModelError, build_model
 from play import play_game
 from recording import (Monitor, RecordingError, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error,
@@ -86,7 +87,8 @@ def build_parser():
     add("-hs", "--hidden-size", type=positive_int, default=None,
         help="LSTM size; read from the model file, so only a check (a different value is an error)")
     add("--skip-rate", type=positive_int, default=None,
-        help="Atari frames per agent step (default: the model's setting; a different value overrides it)")
+        help="emulator frames per agent step, Atari and retro games (default: the model's setting; a different "
+             "value overrides it)")
     # a3g's own
     add("--model-path", default=None, help="model file to load instead of <load-model-dir>/<env>.pt")
     add("--stochastic", action="store_true", help="sample actions from the policy instead of taking the argmax")
@@ -104,7 +106,7 @@ def build_parser():
 def load_model_file(args):
     """Returns (path, data, settings, model, notes); raises BadInput/CheckpointError/ConfigError/ModelError."""
     if args.env is not None:
-        env_spec(args.env)  # an unknown id fails here, before any file is read
+        check_env_id(args.env)  # an unknown id (or a retro game without its ROM) fails here, before any file is read
     if args.model_path is not None:
         path = args.model_path
     else:
@@ -137,7 +139,7 @@ def load_model_file(args):
     if args.max_episode_length is not None:
         settings.max_episode_length = args.max_episode_length
     atari = is_atari(args.env)
-    if args.skip_rate is not None and atari and args.skip_rate != settings.skip_rate:
+    if args.skip_rate is not None and family(args.env) != "classic" and args.skip_rate != settings.skip_rate:
         notes.append(f"--skip-rate {args.skip_rate} overrides the model's {settings.skip_rate}")
         settings.skip_rate = args.skip_rate
     if args.env_config is not None and atari:
@@ -219,7 +221,7 @@ def main(argv=None):
             check_display()
         device = device_for_flag(args.gpu_id)
         path, data, settings, model, notes = load_model_file(args)
-        if rendering and not is_atari(args.env):
+        if rendering and family(args.env) == "classic":
             try:
                 import pygame  # noqa: F401  (gymnasium draws classic control frames with it)
             except ImportError:
@@ -228,7 +230,7 @@ def main(argv=None):
         env = make_env(settings, train=False, render_mode="rgb_array" if rendering else None)
         check_env_fits(env, data["model_meta"], path)
         monitor = prepare_outputs(args)
-    except (BadInput, RecordingError, ConfigError, ModelError, CheckpointError) as exc:
+    except (BadInput, RecordingError, ConfigError, RetroError, ModelError, CheckpointError) as exc:
         print(f"gym_eval.py: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for note in notes:

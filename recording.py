@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from checkpoints import atomic_write_text
-from environment import frames_per_step, is_atari
+from environment import frames_per_step, is_atari, is_retro
 
 ATARI_FPS = 60.0  # the Atari 2600's frame rate: a recording plays in real time at 60 / frames-per-agent-step
 
@@ -24,6 +24,8 @@ def video_fps(settings, env):
     """Real-time playback rate of one rendered frame per agent step."""
     if is_atari(settings.env_id):
         return ATARI_FPS / frames_per_step(settings.env_id, settings.skip_rate)
+    if is_retro(settings.env_id):  # the console's refresh rate (60 Hz for NTSC consoles) over the frame-skip
+        return float(env.unwrapped.metadata.get("video.frames_per_second", 60.0)) / settings.skip_rate
     return float(env.metadata.get("render_fps") or 30)
 
 

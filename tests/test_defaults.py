@@ -16,46 +16,50 @@ def auto_args(**given):
                               **{n: given.get(n, AUTO) for n in names + ["inference"]})
 
 
-@pytest.mark.parametrize("atari,gpu,bf16,expected", [
-    (True, False, True, {"model": "nature", "envs_per_worker": 8, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
-                         "train_forward": "stepped", "reward_clipping": "abs_one"}),
-    (True, False, False, {"model": "nature", "envs_per_worker": 8, "bf16": False, "lr": 3e-4}),
-    (True, True, True, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4, "hidden_size": 512,
-                        "train_forward": "batched"}),
-    (False, False, True, {"model": "mlplstm", "envs_per_worker": 4, "bf16": False, "lr": 2e-3, "hidden_size": 64,
-                          "value_coef": 0.1, "reward_clipping": "none"}),
+@pytest.mark.parametrize("family,gpu,bf16,expected", [
+    ("atari", False, True, {"model": "nature", "envs_per_worker": 8, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
+                            "train_forward": "stepped", "reward_clipping": "abs_one"}),
+    ("atari", False, False, {"model": "nature", "envs_per_worker": 8, "bf16": False, "lr": 3e-4}),
+    ("atari", True, True, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4, "hidden_size": 512,
+                           "train_forward": "batched"}),
+    ("classic", False, True, {"model": "mlplstm", "envs_per_worker": 4, "bf16": False, "lr": 2e-3,
+                              "hidden_size": 64, "value_coef": 0.1, "reward_clipping": "none"}),
+    ("retro", False, True, {"model": "nature", "envs_per_worker": 1, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
+                            "reward_clipping": "abs_one"}),
+    ("retro", True, False, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4}),
 ])
-def test_family_and_machine_defaults(atari, gpu, bf16, expected):
+def test_family_and_machine_defaults(family, gpu, bf16, expected):
     args = auto_args()
-    description, picked = resolve_defaults(args, atari, gpu, bf16)
+    description, picked = resolve_defaults(args, family, gpu, bf16)
     for key, value in expected.items():
         assert getattr(args, key) == value, key
     assert AUTO not in vars(args).values()
     assert args.eps == 1e-3
-    assert len(picked) == 9 and ("Atari" if atari else "classic control") in description
+    names = {"atari": "Atari", "classic": "classic control", "retro": "retro games"}
+    assert len(picked) == 9 and names[family] in description
 
 
 @pytest.mark.parametrize("gpu, expected", [(False, "local"), (True, "server")])
 def test_impala_inference_default(gpu, expected):
     args = auto_args(algo="impala")
-    resolve_defaults(args, atari=True, on_gpu=gpu, native_bf16=False)
+    resolve_defaults(args, family="atari", on_gpu=gpu, native_bf16=False)
     assert args.inference == expected
     args = auto_args(algo="impala", inference="server")
-    resolve_defaults(args, atari=True, on_gpu=False, native_bf16=False)
+    resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
     assert args.inference == "server"
 
 
 def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
     args = auto_args(model="a3clstm", bf16=False, lr=5e-5)
-    _, picked = resolve_defaults(args, atari=True, on_gpu=False, native_bf16=True)
+    _, picked = resolve_defaults(args, family="atari", on_gpu=False, native_bf16=True)
     assert (args.model, args.bf16, args.lr, args.envs_per_worker) == ("a3clstm", False, 5e-5, 8)
     assert {flag for flag, _ in picked} == {"--envs-per-worker", "--hidden-size", "--value-coef", "--eps",
                                             "--train-forward", "--reward-clipping"}
     args = auto_args(model="a3clstm")
-    resolve_defaults(args, atari=True, on_gpu=False, native_bf16=False)
+    resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
     assert args.lr == 1e-4  # rl_a3c_pytorch's rate for its network
     args = auto_args(optimizer="RMSprop")
-    resolve_defaults(args, atari=False, on_gpu=False, native_bf16=False)
+    resolve_defaults(args, family="classic", on_gpu=False, native_bf16=False)
     assert args.eps == 0.1
 
 
