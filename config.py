@@ -118,7 +118,8 @@ def build_parser(suppress_defaults=False):
     add("--train-forward", default=AUTO, choices=[AUTO, "stepped", "batched"],
         help="A3G's training forward: stepped (the loss's graph is built while acting: fewest multiply-adds) or "
              "batched (act without autograd, then one batched forward over the rollout: fewest kernels); "
-             "auto: batched with GPUs, stepped on a CPU (measured faster there)")
+             "auto: batched for the feed-forward networks and with GPUs, stepped for the recurrent networks on a "
+             "CPU (measured faster there)")
     add("--eps", "--epsilon", type=auto_or(float), default=AUTO,
         help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop")
     add("--max-frames", type=int, default=None, help="stop after this many frames in total (resumed ones included)")

@@ -21,9 +21,10 @@ Retro games are Atari's recipe with one environment per worker: stable-retro run
 classic control.
 IMPALA's ``--inference`` is ``local`` on a CPU (measured faster there) and ``server`` with GPUs (one model on the
 GPU for every actor; not yet timed on a GPU).
-``--train-forward`` is ``stepped`` on a CPU (measured: the batched recompute costs as much or more there) and
-``batched`` with GPUs (fewer, larger kernels: 3.5x fewer device ops an update for nature, 1.4x for a3clstm;
-not yet timed on a GPU).
+``--train-forward`` is ``batched`` for the feed-forward networks (measured on a 2-core CPU: nature with 8 envs
+per worker 7% faster, mean of 3 pairs of bench runs) and with GPUs (fewer, larger kernels: 3.5x fewer device ops
+an update for nature, 1.4x for a3clstm; not yet timed on a GPU), ``stepped`` for the recurrent networks on a CPU
+(a3clstm with one env 6% slower batched, mlplstm 12% slower: the second forward costs more than batching saves).
 
 Where they come from (BENCHMARKS.md): on a 2-core CPU the Nature network with 8 envs per worker and bf16 runs at
 ~5,200 frames/s and reached an evaluator mean of +18 on Pong in ~11 minutes, while rl_a3c_pytorch's A3C-LSTM with
@@ -32,6 +33,7 @@ until GPU measurements say otherwise. CartPole's set solves it in ~20 s on 2 cor
 given follows the network: rl_a3c_pytorch's 1e-4 for its A3C-LSTM, 3e-4 for the feed-forward networks.
 """
 
+from model import RECURRENT_MODELS
 from shared_optim import DEFAULT_EPS
 
 AUTO = "auto"
@@ -79,7 +81,7 @@ def resolve_defaults(args, family, on_gpu, native_bf16):
     pick("lr", LR.get(model, 1e-4))
     pick("hidden_size", HIDDEN.get(model, 512))
     pick("value_coef", 0.5 if frames else 0.1)
-    pick("train_forward", "batched" if on_gpu else "stepped")
+    pick("train_forward", "batched" if on_gpu or model not in RECURRENT_MODELS else "stepped")
     pick("reward_clipping", "abs_one" if frames else "none")
     if args.algo == "impala":
         pick("inference", "server" if on_gpu else "local")

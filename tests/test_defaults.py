@@ -18,12 +18,13 @@ def auto_args(**given):
 
 @pytest.mark.parametrize("family,gpu,bf16,expected", [
     ("atari", False, True, {"model": "nature", "envs_per_worker": 8, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
-                            "train_forward": "stepped", "reward_clipping": "abs_one"}),
+                            "train_forward": "batched", "reward_clipping": "abs_one"}),
     ("atari", False, False, {"model": "nature", "envs_per_worker": 8, "bf16": False, "lr": 3e-4}),
     ("atari", True, True, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4, "hidden_size": 512,
                            "train_forward": "batched"}),
     ("classic", False, True, {"model": "mlplstm", "envs_per_worker": 4, "bf16": False, "lr": 2e-3,
-                              "hidden_size": 64, "value_coef": 0.1, "reward_clipping": "none"}),
+                              "hidden_size": 64, "value_coef": 0.1, "reward_clipping": "none",
+                              "train_forward": "stepped"}),
     ("retro", False, True, {"model": "nature", "envs_per_worker": 1, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
                             "reward_clipping": "abs_one"}),
     ("retro", True, False, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4}),

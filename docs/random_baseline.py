@@ -1,0 +1,49 @@
+"""A random policy's score: whole games with uniformly random actions, through a3g's own preprocessing (the
+evaluator's view: full games, raw rewards), so that a trained agent's evaluator mean has a baseline.
+
+    python docs/random_baseline.py --env Airstriker-Genesis-v0 --games 30
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from environment import EnvSettings, is_retro, make_env  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", default="Airstriker-Genesis-v0")
+    p.add_argument("--games", type=int, default=30)
+    p.add_argument("--skip-rate", type=int, default=4)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+    retro = None
+    if is_retro(args.env):
+        import retro_env
+
+        retro = retro_env.resolve(args.env)
+    env = make_env(EnvSettings(args.env, args.skip_rate, 10000, None, 84, 4, retro), train=False)
+    env.action_space.seed(args.seed)
+    scores, lengths = [], []
+    for game in range(args.games):
+        env.reset(seed=args.seed + game)
+        score, length, done = 0.0, 0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+            score, length, done = score + reward, length + 1, terminated or truncated
+        scores.append(score)
+        lengths.append(length)
+        print(f"game {game + 1}: score {score:g}, {length} steps", flush=True)
+    print(json.dumps({"env": args.env, "games": args.games, "mean": float(np.mean(scores)),
+                      "std": float(np.std(scores)), "median": float(np.median(scores)),
+                      "mean_length": float(np.mean(lengths))}))
+
+
+if __name__ == "__main__":
+    main()
