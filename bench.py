@@ -34,7 +34,7 @@ import torch.multiprocessing as mp
 
 from config import cpu_share, default_gpu_ids, validate
 from environment import EnvSettings, frames_per_step, make_env
-from model import FRAME_FORMAT, build_model, fast_layout
+from model import FRAME_FORMAT, build_model, fast_layout, flatten_parameters
 from shared_optim import optimizer_for
 from impala import impala_roles
 from main import a3g_roles
@@ -141,8 +141,8 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
             str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--train-forward", config["train_forward"],
             "--inference", config["inference"]]
     args, settings, meta, _, _ = validate(argv)
-    shared_model = build_model(meta)
-    shared_model.share_memory()
+    shared_model = fast_layout(build_model(meta), meta, args.channels_last)
+    flatten_parameters(shared_model, shared=True)
     optimizer = optimizer_for(args, shared_model.parameters(), True)
     ctx = mp.get_context("spawn")
     state = RunState(ctx, workers)

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from config import slots_per_actor
 from inference import InferenceClient, InferenceServer, InferenceStopped, LocalPolicy, inference
-from model import build_model, fast_layout
+from model import Replica, build_model, fast_layout
 from returns import vtrace_from_logits
 from shared_optim import optimizer_for
 from test import test
@@ -126,11 +126,15 @@ class SharedWeights:
         """The learner has stepped the shared model: announce the new version."""
         self._version.value += 1
 
-    def fetch(self, model):
-        """Copy the latest weights into ``model``; returns their version (read first: a copy torn by a concurrent
-        step is counted as the older version)."""
+    def replica(self, model):
+        """``model`` as a replica of the shared weights, for ``fetch`` (``model.Replica``: one flat copy)."""
+        return Replica(self.model, model, train=False)
+
+    def fetch(self, replica):
+        """Copy the latest weights into ``replica``; returns their version (read first: a copy torn by a
+        concurrent step is counted as the older version)."""
         version = self._version.value
-        model.load_state_dict(self.model.state_dict())
+        replica.pull()
         return version
 
 
@@ -220,9 +224,8 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
     if optimizer is None:  # --no-shared-optimizer: the learner is the only one stepping anyway
         optimizer = optimizer_for(args, shared_model.parameters(), False)
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
-    shared_params, local_params = list(shared_model.parameters()), list(model.parameters())
-    for p in shared_params:
-        p.grad = torch.zeros_like(p)
+    replica = Replica(shared_model, model)
+    local_params = list(model.parameters())
     nonfinite_in_a_row = 0
     while not state.stop.is_set() and parent_alive(parent_pid):
         full = store.full()
@@ -238,7 +241,7 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
         slots = full[: args.batch_size]
         lag = (weights.version - store.version[slots]).double()
         batch = store.take(slots)
-        model.load_state_dict(shared_model.state_dict())
+        replica.pull()
         logits, values = learner_forward(model, batch, device)
         batch = {k: v.to(device) for k, v in batch.items()}
         loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args)
@@ -247,7 +250,7 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
         grad_norm = (torch.nn.utils.clip_grad_norm_(local_params, args.max_grad_norm) if args.max_grad_norm > 0
                      else torch.nn.utils.get_total_norm([p.grad for p in local_params]))
         if torch.isfinite(grad_norm) and torch.isfinite(loss):
-            push_gradients(shared_params, local_params, optimizer)
+            push_gradients(replica, optimizer)
             weights.publish()
             nonfinite_in_a_row = 0
         else:  # never let a NaN/inf update reach the shared model

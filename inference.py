@@ -93,11 +93,12 @@ class LocalPolicy:
 
     def __init__(self, model, weights):
         self.model, self.weights = model, weights
-        self.unroll_version = weights.fetch(model)
+        self.replica = weights.replica(model)
+        self.unroll_version = weights.fetch(self.replica)
 
     def begin_unroll(self):
         if self.weights.version != self.unroll_version:
-            self.unroll_version = self.weights.fetch(self.model)
+            self.unroll_version = self.weights.fetch(self.replica)
 
     def __call__(self, obs, state):
         return self.model(obs, state)
@@ -152,7 +153,8 @@ def inference(args, meta, server, weights, state, parent_pid):
     if device.type == "cuda":
         torch.cuda.set_device(device)
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last).eval()
-    version = weights.fetch(model)
+    replica = weights.replica(model)
+    version = weights.fetch(replica)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
     max_batch = args.inference_batch or args.workers * args.envs_per_worker
     max_wait = args.inference_wait / 1000.0
@@ -161,7 +163,7 @@ def inference(args, meta, server, weights, state, parent_pid):
         if not rows:
             continue
         if weights.version != version:
-            version = weights.fetch(model)
+            version = weights.fetch(replica)
         with torch.no_grad(), autocast:
             answered = answer(server, model, rows, version, device)
         state.inference[0] += 1  # this role is their only writer

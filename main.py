@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 
 from checkpoints import FORMAT_VERSION, CheckpointWriter, atomic_write_text, frames_on_disk, resumed_file
 from config import BAD_INPUT_ERRORS, validate
-from model import build_model
+from model import build_model, fast_layout, flatten_parameters
 from run_dir import prepare_run_dir, write_tensorboard_hparams, write_tensorboard_results
 from run_state import RunState
 from shared_optim import hyperparameters, optimizer_for
@@ -61,7 +61,9 @@ def main(argv=None):
 
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    shared_model = build_model(meta)
+    # in the replicas' layout, its parameters views of one flat shared buffer: a replica syncs in one copy
+    shared_model = fast_layout(build_model(meta), meta, args.channels_last)
+    flatten_parameters(shared_model, shared=True)
     optimizer = None
     if args.shared_optimizer:
         optimizer = optimizer_for(args, shared_model.parameters(), True)

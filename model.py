@@ -248,3 +248,98 @@ def build_model(meta):
     if meta.get("model") not in MODELS:
         raise ModelError(f"unknown model {meta.get('model')!r}; known: {', '.join(MODELS)}")
     return MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], meta["hidden_size"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Flat parameter buffers: the hand-off between the shared model and a replica in one copy each way
+
+
+def _dense(t):
+    return t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)
+
+
+def _views(flat, params):
+    """Views of ``flat`` with each parameter's shape and strides (a channels-last weight stays channels-last)."""
+    views, offset = [], 0
+    for p in params:
+        views.append(flat[offset: offset + p.numel()].as_strided(p.shape, p.stride()))
+        offset += p.numel()
+    return views
+
+
+def flatten_parameters(model, shared=False):
+    """Move every parameter of ``model`` into one flat buffer (each a view in its own layout), in shared memory if
+    ``shared``; returns the buffer. Call it last (``.to()`` and ``fast_layout`` would replace the views)."""
+    params = list(model.parameters())
+    flat = torch.empty(sum(p.numel() for p in params), device=params[0].device)
+    if shared:
+        flat.share_memory_()
+    for p, view in zip(params, _views(flat, params)):
+        view.copy_(p.data)
+        p.data = view
+    return flat
+
+
+def flat_buffer(params):
+    """The flat buffer that ``params`` tile in order (``flatten_parameters``; also in a child process that received
+    the shared model), or None where they do not."""
+    if not params or not all(_dense(p) for p in params):
+        return None
+    storage, offset = params[0].untyped_storage(), params[0].storage_offset()
+    for p in params:
+        if p.untyped_storage().data_ptr() != storage.data_ptr() or p.storage_offset() != offset:
+            return None
+        offset += p.numel()
+    first = params[0]
+    return torch.empty(0, dtype=first.dtype, device=first.device).set_(storage, first.storage_offset(),
+                                                                        (offset - first.storage_offset(),), (1,))
+
+
+def flat_grads(params):
+    """Give ``params`` gradient buffers that are views of one zeroed flat buffer, in their layouts; returns it."""
+    flat = torch.zeros(sum(p.numel() for p in params), device=params[0].device)
+    for p, view in zip(params, _views(flat, params)):
+        p.grad = view
+    return flat
+
+
+class Replica:
+    """A process's copy of the shared model (on its device) and the hand-off between them: ``pull`` copies the
+    shared weights in, ``push_grads`` copies the replica's gradients into this process's gradient buffers of the
+    shared parameters (for the optimizer step that follows).
+
+    Both sides keep their parameters, and their gradients, as views of one flat buffer each, laid out alike (the
+    same ``fast_layout``), so each direction is one copy: for a GPU replica one host-to-device and one
+    device-to-host transfer an update instead of one per tensor, each a synchronisation. Where the layouts differ
+    (a shared model not flattened), it falls back to a copy per tensor, which ``copy_`` also converts."""
+
+    def __init__(self, shared_model, model, train=True):
+        self.shared_model, self.model = shared_model, model
+        self.local = flatten_parameters(model)
+        shared_params, local_params = list(shared_model.parameters()), list(model.parameters())
+        self.shared = flat_buffer(shared_params)
+        alike = all(s.shape == p.shape and s.stride() == p.stride() for s, p in zip(shared_params, local_params))
+        if not alike or self.shared is None or self.shared.numel() != self.local.numel():
+            self.shared = None
+        self.shared_params, self.local_params = shared_params, local_params
+        if train:
+            self.local_grads = flat_grads(local_params)
+            self.shared_grads = flat_grads(shared_params)  # this process's own, overwritten every update
+
+    @property
+    def one_copy(self):
+        return self.shared is not None
+
+    def pull(self):
+        if self.shared is not None:
+            self.local.copy_(self.shared)
+        else:
+            for p, s in zip(self.local_params, self.shared_params):
+                p.data.copy_(s.data)
+
+    def push_grads(self):
+        if self.shared is not None:
+            self.shared_grads.copy_(self.local_grads)
+        else:
+            for s, p in zip(self.shared_params, self.local_params):
+                s.grad.copy_(p.grad)

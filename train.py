@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from environment import is_atari, make_env
-from model import build_model, fast_layout
+from model import Replica, build_model, fast_layout
 from returns import gae_advantages, nstep_returns
 from shared_optim import optimizer_for
 from utils import device_for, injected_fault, parent_alive, setup_child_process
@@ -155,11 +155,10 @@ def a3c_loss(log_probs, entropies, values, rewards, discounts, bootstrap_value, 
     return loss, policy_loss, value_loss, entropy
 
 
-def push_gradients(shared_params, local_params, optimizer):
-    """The replica's gradients into this process's ``.grad`` buffers of the shared parameters (``copy_`` also
-    converts a channels-last replica's layout), then one optimizer step on the shared weights."""
-    for shared_p, local_p in zip(shared_params, local_params):
-        shared_p.grad.copy_(local_p.grad)
+def push_gradients(replica, optimizer):
+    """The replica's gradients into this process's ``.grad`` buffers of the shared parameters (one flat copy,
+    ``model.Replica``), then one optimizer step on the shared weights."""
+    replica.push_grads()
     optimizer.step()
 
 
@@ -179,10 +178,9 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
     if optimizer is None:  # --no-shared-optimizer: statistics of this worker's own
         optimizer = optimizer_for(args, shared_model.parameters(), False)
-    # This process's gradient buffers on the shared parameters: allocated once, overwritten every update.
-    shared_params = list(shared_model.parameters())
-    for p in shared_params:
-        p.grad = torch.zeros_like(p)
+    # The hand-off (one flat copy each way), and this process's gradient buffers on the shared parameters:
+    # allocated once, overwritten every update.
+    replica = Replica(shared_model, model)
     local_params = list(model.parameters())
 
     hx, cx = model.initial_state(batch, device)
@@ -197,7 +195,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     fault_raise = rank == 0 and injected_fault("worker_raise")
 
     while not state.stop.is_set() and parent_alive(parent_pid):
-        model.load_state_dict(shared_model.state_dict())
+        replica.pull()
         observations[0] = observations[-1]  # where the previous rollout left off
         # One autocast region for the whole rollout (with --bf16): the weights are cast to bfloat16 once per
         # rollout rather than at every step (17% of the Nature network's training cost at 8 envs).
@@ -217,7 +215,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
             if args.max_grad_norm > 0 else torch.nn.utils.get_total_norm([p.grad for p in local_params])
         )
         if torch.isfinite(grad_norm) and torch.isfinite(loss):
-            push_gradients(shared_params, local_params, optimizer)
+            push_gradients(replica, optimizer)
             nonfinite_in_a_row = 0
         else:  # never write a NaN/inf update into the shared model: skip it, count it, give up if it persists
             nonfinite_in_a_row += 1

@@ -128,3 +128,23 @@ def test_unroll_equals_stepping_with_resets_at_episode_ends(name, obs_shape):
         fresh_value, _, _ = model(obs[2, :1], model.initial_state(1))
         torch.testing.assert_close(values[2, :1], fresh_value, rtol=1e-4, atol=1e-5)
         assert not torch.allclose(values[2, 1:2], model(obs[2, 1:2], model.initial_state(1))[0])
+
+
+def test_flattened_parameters_keep_values_layout_and_outputs():
+    from model import fast_layout, flat_buffer, flatten_parameters
+
+    torch.manual_seed(0)
+    meta = model_meta("nature", [4, 84, 84], 6, 0)
+    model = fast_layout(build_model(meta), meta, True)
+    obs = torch.rand(2, 4, 84, 84)
+    before = model(obs, model.initial_state(2))[1].detach()
+    assert flat_buffer(list(model.parameters())) is None  # separate tensors
+    flat = flatten_parameters(model, shared=True)
+    params = list(model.parameters())
+    assert flat.is_shared() and flat.numel() == sum(p.numel() for p in params)
+    assert model.conv1.weight.is_contiguous(memory_format=torch.channels_last)  # kept its layout
+    torch.testing.assert_close(model(obs, model.initial_state(2))[1], before, rtol=0, atol=0)
+    found = flat_buffer(params)
+    assert found is not None and found.data_ptr() == flat.data_ptr()
+    flat.zero_()  # the parameters are views of it
+    assert all(p.abs().sum() == 0 for p in params)

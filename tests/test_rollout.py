@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from model import build_model, fast_layout, model_meta
+from model import Replica, build_model, fast_layout, flatten_parameters, model_meta
 from shared_optim import SharedAdam
 from train import RolloutEnvs, a3c_loss, play_rollout, push_gradients
 
@@ -217,44 +217,52 @@ def test_time_limit_bootstraps_from_the_last_observation_but_termination_does_no
     assert returns[1, 0] == pytest.approx(1.0)
 
 
-def test_gradient_reaching_the_shared_model_equals_the_replicas():
-    """A channels-last replica of the Nature network: its gradients land in the shared (contiguous) parameters
-    unchanged, and the optimizer steps exactly the shared weights."""
+@pytest.mark.parametrize("flat_shared", [True, False])
+def test_gradient_reaching_the_shared_model_equals_the_replicas(flat_shared):
+    """A channels-last replica of the Nature network: its gradients land in the shared parameters unchanged (one
+    flat copy when the shared model is flattened in the same layout, a copy per tensor when it is a plain
+    contiguous model), and the optimizer steps exactly the shared weights."""
     meta = model_meta("nature", [4, 84, 84], 6, 0)
     torch.manual_seed(0)
     shared = build_model(meta)
-    shared.share_memory()
-    replica = fast_layout(build_model(meta), meta, True)
-    replica.load_state_dict(shared.state_dict())
+    if flat_shared:
+        shared = fast_layout(shared, meta, True)
+        flatten_parameters(shared, shared=True)
+    else:
+        shared.share_memory()
     shared_params = list(shared.parameters())
-    for p in shared_params:
-        p.grad = torch.zeros_like(p)
-    value, logits, _ = replica(torch.rand(3, 4, 84, 84).to(memory_format=torch.channels_last),
-                               replica.initial_state(3))
+    replica = Replica(shared, fast_layout(build_model(meta), meta, True))
+    assert replica.one_copy == flat_shared
+    replica.pull()
+    for s_p, r_p in zip(shared_params, replica.model.parameters()):
+        assert torch.equal(s_p, r_p)
+    value, logits, _ = replica.model(torch.rand(3, 4, 84, 84).to(memory_format=torch.channels_last),
+                                     replica.model.initial_state(3))
     (value.pow(2).sum() + logits.logsumexp(-1).sum()).backward()
     before = [p.detach().clone() for p in shared_params]
     optimizer = SharedAdam(shared_params, lr=1e-3)
-    push_gradients(shared_params, list(replica.parameters()), optimizer)
+    push_gradients(replica, optimizer)
     reference = [p.detach().clone().requires_grad_() for p in before]
-    for r, p in zip(reference, replica.parameters()):
+    for r, p in zip(reference, replica.model.parameters()):
         r.grad = p.grad.contiguous()
     torch.optim.Adam(reference, lr=1e-3, eps=1e-3).step()
-    for shared_p, replica_p, ref in zip(shared_params, replica.parameters(), reference):
+    for shared_p, replica_p, ref in zip(shared_params, replica.model.parameters(), reference):
         torch.testing.assert_close(shared_p.grad, replica_p.grad, rtol=0, atol=0)
         torch.testing.assert_close(shared_p.detach(), ref.detach(), rtol=0, atol=0)
+    replica.pull()  # the stepped weights come back into the replica
+    for s_p, r_p in zip(shared_params, replica.model.parameters()):
+        assert torch.equal(s_p, r_p)
 
 
 def _worker_steps(shared, optimizer, steps):
     torch.set_num_threads(1)
-    local = torch.nn.Linear(3, 2)
-    shared_params = list(shared.parameters())
-    for p in shared_params:
-        p.grad = torch.zeros_like(p)
+    replica = Replica(shared, torch.nn.Linear(3, 2))
+    assert replica.one_copy  # the flat shared buffer is found again in this process
     for _ in range(steps):
-        local.load_state_dict(shared.state_dict())
-        local.zero_grad()
-        local.weight.sum().add(local.bias.sum()).backward()  # gradient 1 everywhere, every time
-        push_gradients(shared_params, list(local.parameters()), optimizer)
+        replica.pull()
+        replica.model.zero_grad(set_to_none=False)
+        replica.model.weight.sum().add(replica.model.bias.sum()).backward()  # gradient 1 everywhere, every time
+        push_gradients(replica, optimizer)
 
 
 def test_two_workers_step_one_shared_model_without_losing_an_update():
@@ -264,7 +272,7 @@ def test_two_workers_step_one_shared_model_without_losing_an_update():
     (one worker stepping a private copy would leave half of them out) and the shared step count must hold both."""
     torch.manual_seed(0)
     shared = torch.nn.Linear(3, 2)
-    shared.share_memory()
+    flatten_parameters(shared, shared=True)
     before = [p.detach().clone() for p in shared.parameters()]
     lr, eps, steps = 1e-2, 1e-3, 25
     optimizer = SharedAdam(shared.parameters(), lr=lr, eps=eps)
