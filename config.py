@@ -104,7 +104,7 @@ def build_parser(suppress_defaults=False):
         help="IMPALA --inference server: most observations in one forward pass (default 0: every actor's envs)")
     add("--inference-wait", type=float, default=1.0,
         help="IMPALA --inference server: most milliseconds to wait for more actors once one has asked")
-    add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "nature", "resnet"],
+    add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
         help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlplstm for "
              "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames")
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,

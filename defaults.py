@@ -38,8 +38,8 @@ from shared_optim import DEFAULT_EPS
 
 AUTO = "auto"
 
-LR = {"a3clstm": 1e-4, "nature": 3e-4, "resnet": 3e-4, "mlplstm": 2e-3}
-HIDDEN = {"a3clstm": 512, "mlplstm": 64, "nature": 512, "resnet": 512}  # feed-forward nets ignore it
+LR = {"a3clstm": 1e-4, "nature": 3e-4, "resnet": 3e-4, "mlplstm": 2e-3, "mlp": 2e-3}
+HIDDEN = {"a3clstm": 512, "mlplstm": 64, "mlp": 64, "nature": 512, "resnet": 512}  # feed-forward nets ignore it
 
 
 def auto_or(kind):

@@ -3,6 +3,7 @@
 - ``a3clstm``: rl_a3c_pytorch's A3C-LSTM for one 80x80 gray frame: 4 x (conv, 2x2 max-pool, ReLU) -> 1024 features
   -> LSTMCell(hidden) -> actor and critic heads. 3.25M parameters at hidden 512, about 59M multiply-adds a step.
 - ``mlplstm``: the same recurrent actor-critic for vector observations (classic control): Linear+ReLU -> LSTMCell.
+- ``mlp``: a feed-forward actor-critic for vector observations: two tanh layers of ``--hidden-size`` units.
 - ``nature``: the feed-forward DQN "Nature" network on 4 stacked 84x84 frames (conv 8/4, 4/2, 3/1 -> 512).
   1.69M parameters (6 actions), about 9M multiply-adds a step.
 - ``resnet``: the IMPALA ResNet (3 stages of conv + max-pool + 2 residual blocks, 16/32/32 channels -> 256),
@@ -143,6 +144,21 @@ class FeedForwardActorCritic(nn.Module):
         return values.unflatten(0, (steps, batch)), logits.unflatten(0, (steps, batch)), state
 
 
+class MLP(FeedForwardActorCritic):
+    """Two tanh layers of ``width`` units shared by both heads (the usual network for classic control)."""
+
+    def __init__(self, obs_shape, num_actions, width=64):
+        super().__init__(width, num_actions)
+        self.fc1 = nn.Linear(obs_shape[0], width)
+        self.fc2 = nn.Linear(width, width)
+        for layer in (self.fc1, self.fc2):
+            nn.init.orthogonal_(layer.weight, nn.init.calculate_gain("tanh"))
+            layer.bias.data.zero_()
+
+    def features(self, x):
+        return torch.tanh(self.fc2(torch.tanh(self.fc1(x))))
+
+
 class Nature(FeedForwardActorCritic):
     def __init__(self, obs_shape, num_actions, hidden_size=512):
         super().__init__(512, num_actions)
@@ -192,7 +208,7 @@ class ResNet(FeedForwardActorCritic):
         return F.relu(self.fc(x.flatten(1)))
 
 
-MODELS = {"a3clstm": A3Clstm, "mlplstm": MLPlstm, "nature": Nature, "resnet": ResNet}
+MODELS = {"a3clstm": A3Clstm, "mlplstm": MLPlstm, "mlp": MLP, "nature": Nature, "resnet": ResNet}
 CONV_MODELS = ("a3clstm", "nature", "resnet")
 # the observation each image model is built for: (frame size, frames stacked)
 FRAME_FORMAT = {"a3clstm": (80, 1), "nature": (84, 4), "resnet": (84, 4)}
@@ -220,8 +236,8 @@ def choose_model(name, obs_shape):
     if name in ("nature", "resnet") and (not image or tuple(obs_shape) != (4, 84, 84)):
         raise ModelError(f"--model {name} needs Atari frames (4 stacked 84x84), this environment gives "
                          f"{list(obs_shape)}")
-    if name == "mlplstm" and len(obs_shape) != 1:
-        raise ModelError(f"--model mlplstm needs vector observations, this environment gives {list(obs_shape)}")
+    if name in ("mlplstm", "mlp") and len(obs_shape) != 1:
+        raise ModelError(f"--model {name} needs vector observations, this environment gives {list(obs_shape)}")
     return name
 
 
@@ -230,9 +246,13 @@ RECURRENT_MODELS = ("a3clstm", "mlplstm")
 
 def model_meta(name, obs_shape, num_actions, hidden_size):
     """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
-    Feed-forward networks have no hidden state: their ``hidden_size`` is stored as 0, whatever the flag says."""
-    return {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
+    ``hidden_size`` is the recurrent state's size: feed-forward networks store 0, whatever the flag says; ``mlp``
+    stores the flag as its layers' ``width``."""
+    meta = {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
             "hidden_size": int(hidden_size) if name in RECURRENT_MODELS else 0}
+    if name == "mlp":
+        meta["width"] = int(hidden_size)
+    return meta
 
 
 def same_network(a, b):
@@ -247,7 +267,8 @@ def same_network(a, b):
 def build_model(meta):
     if meta.get("model") not in MODELS:
         raise ModelError(f"unknown model {meta.get('model')!r}; known: {', '.join(MODELS)}")
-    return MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], meta["hidden_size"])
+    size = meta["width"] if meta["model"] == "mlp" else meta["hidden_size"]
+    return MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], size)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -91,8 +91,8 @@ def test_channels_last_replica_computes_the_same():
         torch.testing.assert_close(p.grad, q.grad.contiguous(), rtol=1e-3, atol=1e-5)
 
 
-@pytest.mark.parametrize("name, obs_shape", [("a3clstm", (1, 80, 80)), ("mlplstm", (4,)), ("nature", (4, 84, 84)),
-                                             ("resnet", (4, 84, 84))])
+@pytest.mark.parametrize("name, obs_shape", [("a3clstm", (1, 80, 80)), ("mlplstm", (4,)), ("mlp", (4,)),
+                                             ("nature", (4, 84, 84)), ("resnet", (4, 84, 84))])
 def test_unroll_equals_stepping_with_resets_at_episode_ends(name, obs_shape):
     """``unroll`` (the batched training forward) gives what T calls of ``forward`` give, with the recurrent state
     zeroed after a step that ended an episode, and the same gradients."""
@@ -148,3 +148,14 @@ def test_flattened_parameters_keep_values_layout_and_outputs():
     assert found is not None and found.data_ptr() == flat.data_ptr()
     flat.zero_()  # the parameters are views of it
     assert all(p.abs().sum() == 0 for p in params)
+
+
+def test_mlp_stores_its_width_and_has_no_recurrent_state():
+    meta = model_meta("mlp", [4], 2, 32)
+    assert meta["hidden_size"] == 0 and meta["width"] == 32
+    model = build_model(meta)
+    assert model.fc1.out_features == 32
+    value, logits, (hx, cx) = model(torch.randn(5, 4), model.initial_state(5))
+    assert value.shape == (5,) and logits.shape == (5, 2) and hx.shape == (5, 0)
+    with pytest.raises(ModelError):
+        choose_model("mlp", (4, 84, 84))
