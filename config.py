@@ -17,7 +17,9 @@ from defaults import AUTO, auto_or, describe, resolve_defaults
 import retro_env
 from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, frames_per_step, is_atari
 from environment import is_retro, load_env_config, make_env
-from model import FRAME_FORMAT, ModelError, choose_model, model_meta
+from model import FRAME_FORMAT, ModelError, choose_model, feature_size, model_meta
+from replay import DEFAULT_REPLAY_PARAMETERS, check_replay_memory, needs_features, replay_specs
+from returns import TRUST_REGION_MODES
 from utils import OneLineParser, cpu_has_native_bf16, env_file_name, missing_gpus, usable_cores
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,6 +106,21 @@ def build_parser(suppress_defaults=False):
         help="IMPALA --inference server: most observations in one forward pass (default 0: every actor's envs)")
     add("--inference-wait", type=float, default=1.0,
         help="IMPALA --inference server: most milliseconds to wait for more actors once one has asked")
+    add("--replay-parameters", default=DEFAULT_REPLAY_PARAMETERS, metavar="JSON",
+        help="IMPALA: the batch's sources, a JSON list of {\"type\": queue|standard|custom, \"capacity\": N, "
+             "\"sample_ratio\": r, ...} (elite_buffer_vtrace's format; custom adds dist_function, p, "
+             "sample_strategy, insert_strategy, lambda_batch_multiplier, alfa_annealing_factor, "
+             "elite_sampling_strategy, elite_batch_size); r x --batch-size unrolls from each, one queue of fresh "
+             "unrolls required (README: Replay)")
+    add("--kl-mask", action=argparse.BooleanOptionalAction, default=False,
+        help="IMPALA: LASER's trust region: steps whose behaviour is too far from the learner's policy get no "
+             "V-trace target or policy gradient")
+    add("--kl-threshold", type=float, default=0.3,
+        help="IMPALA --kl-mask: a step is kept while its divergence is below this (elite_buffer_vtrace's default)")
+    add("--kl-mask-mode", default="laser", choices=list(TRUST_REGION_MODES),
+        help="IMPALA --kl-mask: laser (LASER paper: KL(pi || V-trace's implied policy) per step), kl_pi_mu "
+             "(elite_buffer_vtrace: KL(pi || mu) per step) or kl_mu_pi_cut (impala-laser: KL(mu || pi), the rest of "
+             "the unroll masked after the first failing step)")
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
         help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlplstm for "
              "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames")
@@ -201,6 +218,18 @@ def check_args(args):
         if slots < args.batch_size:
             raise ValueError(f"--batch-size {args.batch_size} is more than the {slots} unroll slots: raise "
                              f"--num-buffers, --workers or --envs-per-worker, or lower --batch-size")
+        specs = replay_specs(args.replay_parameters, args.batch_size)
+        if args.inference == "server" and any(needs_features(spec) for spec in specs):
+            raise ValueError("--replay-parameters: elite or attentive sampling by ln_norm/cos_dist needs the actors' "
+                             "features, which --inference server does not return yet: use --inference local or "
+                             "dist_function kl_div")
+        if not (args.kl_threshold > 0 and math.isfinite(args.kl_threshold)):
+            raise ValueError(f"--kl-threshold must be a finite number > 0, got {args.kl_threshold}")
+    else:
+        for flag, value, default in (("--replay-parameters", args.replay_parameters, DEFAULT_REPLAY_PARAMETERS),
+                                     ("--kl-mask", args.kl_mask, False)):
+            if value != default:
+                raise ValueError(f"{flag} is for --algo impala")
     if is_retro(args.env) and args.envs_per_worker > 1:
         raise ValueError(f"--envs-per-worker {args.envs_per_worker}: stable-retro runs one emulator per process, so "
                          f"retro games take 1 env per worker; use --workers for more emulators")
@@ -264,6 +293,9 @@ def validate(argv):
     args.defaults = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
     check_args(args)
     settings, meta, args.frames_per_step = environment_setup(args)
+    if args.algo == "impala":  # the replays' size needs the observation's shape
+        check_replay_memory(replay_specs(args.replay_parameters, args.batch_size), args.num_steps, meta["obs_shape"],
+                            meta["num_actions"], meta["hidden_size"], feature_size(meta))
     if resumed is not None:
         check_compatible(resumed, args.resume, args.env, meta)
     loaded = None

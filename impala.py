@@ -36,8 +36,9 @@ import torch.nn.functional as F
 
 from config import slots_per_actor
 from inference import InferenceClient, InferenceServer, InferenceStopped, LocalPolicy, inference
-from model import Replica, build_model, fast_layout
-from returns import vtrace_from_logits
+from model import Replica, build_model, fast_layout, feature_size
+from replay import ReplayBuffer, column, concat, distance, needs_features, replay_specs
+from returns import trust_region_mask, vtrace_from_logits
 from shared_optim import optimizer_for
 from test import test
 from train import RolloutEnvs, push_gradients, time_limit_bootstrap
@@ -51,10 +52,11 @@ class UnrollStore:
     """Preallocated shared-memory slots, one unroll of one environment each, ``T = unroll_length`` steps:
     ``obs [T + 1, ...]`` (the last one is where the next unroll starts, and what V-trace bootstraps from),
     ``actions``, ``rewards``, ``dones``, ``logits [T, A]`` (the behaviour policy), ``hx``/``cx`` (the recurrent state
-    before ``obs[0]``), the weights' ``version`` that acted, and when it was committed (``stamp``, for oldest-first).
-    Slots ``[rank * per_actor, (rank + 1) * per_actor)`` belong to actor ``rank``."""
+    before ``obs[0]``), the weights' ``version`` that acted, and when it was committed (``stamp``, for oldest-first);
+    with a replay that ranks by them, ``features [T, F]`` (what the acting network's heads read, for elite
+    sampling; F = 0 otherwise). Slots ``[rank * per_actor, (rank + 1) * per_actor)`` belong to actor ``rank``."""
 
-    def __init__(self, slots, per_actor, unroll_length, obs_shape, num_actions, hidden_size):
+    def __init__(self, slots, per_actor, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0):
         T = unroll_length
         self.per_actor = per_actor
         self.obs = torch.zeros((slots, T + 1, *obs_shape))
@@ -64,6 +66,7 @@ class UnrollStore:
         self.logits = torch.zeros((slots, T, num_actions))
         self.hx = torch.zeros((slots, hidden_size))
         self.cx = torch.zeros((slots, hidden_size))
+        self.features = torch.zeros((slots, T, feature_size))
         self.version = torch.zeros(slots, dtype=torch.int64)
         self.stamp = torch.zeros(slots, dtype=torch.float64)
         self.status = torch.zeros(slots, dtype=torch.int8)
@@ -104,6 +107,8 @@ class UnrollStore:
         batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
                  "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
                  "logits": self.logits[slots].transpose(0, 1), "hx": self.hx[slots], "cx": self.cx[slots]}
+        if self.features.shape[-1]:
+            batch["features"] = self.features[slots].transpose(0, 1)
         self.release(slots)
         return batch
 
@@ -155,6 +160,8 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
     actions = torch.zeros((T, batch), dtype=torch.int64)
     rewards, dones = torch.zeros(T, batch), torch.zeros(T, batch)
     logits_out = torch.zeros((T, batch, meta["num_actions"]))
+    features_out = torch.zeros((T, batch, store.features.shape[-1]))
+    with_features = features_out.shape[-1] > 0  # a replay ranks unrolls by them (elite sampling)
     frames_per_unroll = T * batch * args.frames_per_step
     try:
         while not state.stop.is_set() and parent_alive(parent_pid):
@@ -172,7 +179,11 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
             games = 0
             with torch.no_grad(), autocast:
                 for t in range(T):
-                    _, logits, (hx, cx) = policy(obs[t], (hx, cx))
+                    if with_features:
+                        _, logits, (hx, cx), features = policy(obs[t], (hx, cx), with_features=True)
+                        features_out[t] = features.float()
+                    else:
+                        _, logits, (hx, cx) = policy(obs[t], (hx, cx))
                     logits = logits.float()
                     action = F.softmax(logits, -1).multinomial(1).squeeze(1)
                     step_rewards, step_dones, finished = envs.step(action.numpy(), obs_np[t + 1])
@@ -187,6 +198,8 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
                 store.obs[slot] = obs[:, j]
                 store.actions[slot], store.rewards[slot], store.dones[slot] = actions[:, j], rewards[:, j], dones[:, j]
                 store.logits[slot] = logits_out[:, j]
+                if with_features:
+                    store.features[slot] = features_out[:, j]
                 store.hx[slot], store.cx[slot] = h0[j], c0[j]
             store.commit(slots, policy.unroll_version)
             state.add(rank, frames_per_unroll, games)
@@ -203,11 +216,13 @@ def learner_forward(model, batch, device):
     return logits.float(), values.float()
 
 
-def impala_loss(batch, logits, values, args):
-    """V-trace actor-critic loss of a batch; returns (loss, policy loss, baseline loss, entropy)."""
+def impala_loss(batch, logits, values, args, mask=None):
+    """V-trace actor-critic loss of a batch; returns (loss, policy loss, baseline loss, entropy). ``mask``
+    (``[T, n]``, ``--kl-mask``) drops steps outside the trust region from the policy gradient and the value
+    targets (a masked step's target is its own value: no baseline gradient); the entropy bonus keeps every step."""
     discounts = args.gamma * (1.0 - batch["dones"])
     vtrace = vtrace_from_logits(batch["logits"], logits[:-1], batch["actions"], discounts, batch["rewards"],
-                                values[:-1].detach(), values[-1].detach())
+                                values[:-1].detach(), values[-1].detach(), mask=mask)
     policy_loss = -(vtrace.target_action_log_probs * vtrace.pg_advantages).sum(0).mean()
     baseline_loss = 0.5 * (vtrace.vs - values[:-1]).pow(2).sum(0).mean()
     log_policy = F.log_softmax(logits[:-1], -1)
@@ -216,7 +231,68 @@ def impala_loss(batch, logits, values, args):
     return loss, policy_loss, baseline_loss, entropy
 
 
-def learner(args, meta, shared_model, optimizer, store, weights, state, parent_pid):
+def current_view(model, part, device, dist_function):
+    """What the current network makes of stored unrolls, ``[k, T, X]``: its logits for ``kl_div``, else the
+    features its heads read; and the same for the state each unroll ends in, ``[k, X]`` (attentive sampling)."""
+    state = (part["hx"].to(device), part["cx"].to(device))
+    _, logits, _, features = model.unroll(part["obs"].to(device), state, part["dones"].to(device),
+                                          with_features=True)
+    seen = (logits if dist_function == "kl_div" else features).float().cpu()
+    return seen[:-1].transpose(0, 1), seen[-1]
+
+
+def replay_scores(replay, model, device, fresh):
+    """The scoring functions (slots -> distances, smaller = closer) a replay's strategies rank by, or None:
+    ``elite`` compares what the current network makes of a stored unroll with what the acting network made of it
+    (its logits or features, stored at acting time); ``attentive`` compares it with where the agent is now, the
+    newest fresh unroll's last state (its view broadcast over the unroll's steps)."""
+    spec = replay.spec
+    if spec["type"] != "custom" or not (spec["sample_strategy"] or spec["insert_strategy"]):
+        return None, None
+    name, p = spec["dist_function"], spec["p"]
+    stored_key = "logits" if name == "kl_div" else "features"
+
+    @torch.no_grad()
+    def elite(slots):
+        part = replay.take(slots)
+        current, _ = current_view(model, part, device, name)
+        return distance(name, current, part[stored_key].transpose(0, 1), p)
+
+    @torch.no_grad()
+    def attentive(slots):
+        _, now = current_view(model, {k: v[:, -1:] if k not in ("hx", "cx") else v[-1:] for k, v in fresh.items()},
+                              device, name)
+        current, _ = current_view(model, replay.take(slots), device, name)
+        return distance(name, current, now.unsqueeze(1), p)
+
+    sample = attentive if spec["sample_strategy"] == "attentive_sampling" else elite
+    return sample, elite
+
+
+def run_progress(args, state, started):
+    """How far the run is, in [0, 1], by --max-frames or --max-seconds (0 without either): lambda's annealing."""
+    done = 0.0
+    if args.max_frames:
+        done = max(done, state.frames.value / args.max_frames)
+    if args.max_seconds:
+        done = max(done, (time.monotonic() - started) / args.max_seconds)
+    return min(done, 1.0)
+
+
+def build_batch(store, slots, replays, generator, progress, model, device):
+    """The learner's batch: the fresh unrolls in ``slots`` (freed), then each ready replay's ``count`` samples.
+    Returns (batch, fresh unrolls, the replays' insertion scores)."""
+    fresh = store.take(slots)
+    parts, insert_scores = [fresh], []
+    for replay in replays:
+        sample_score, elite_score = replay_scores(replay, model, device, fresh)
+        insert_scores.append(elite_score)
+        if replay.ready():
+            parts.append(replay.take(replay.sample(generator, progress, sample_score)))
+    return concat(parts), fresh, insert_scores
+
+
+def learner(args, meta, shared_model, optimizer, store, weights, state, parent_pid, replays=()):
     setup_child_process(args.seed + args.workers + 1, parent_pid)
     device = device_for(args.gpu_ids, 0)
     if device.type == "cuda":
@@ -227,6 +303,9 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
     replica = Replica(shared_model, model)
     local_params = list(model.parameters())
     nonfinite_in_a_row = 0
+    generator = torch.Generator().manual_seed(args.seed + args.workers + 1)  # the replays' sampling
+    queue_count = args.batch_size - sum(replay.count for replay in replays)
+    started, step = time.monotonic(), 0
     while not state.stop.is_set() and parent_alive(parent_pid):
         full = store.full()
         lag = weights.version - store.version[full]
@@ -235,16 +314,27 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
             store.release(stale)
             state.dropped.value += len(stale)
             continue
-        if len(full) < args.batch_size:
+        # fresh unrolls: the queue's share, plus the share of each replay that does not hold enough yet
+        need = queue_count + sum(replay.count for replay in replays if not replay.ready())
+        if len(full) < need:
             time.sleep(WAIT)
             continue
-        slots = full[: args.batch_size]
+        slots = full[:need]
         lag = (weights.version - store.version[slots]).double()
-        batch = store.take(slots)
         replica.pull()
+        batch, fresh, insert_scores = build_batch(store, slots, replays, generator,
+                                                  run_progress(args, state, started), model, device)
         logits, values = learner_forward(model, batch, device)
         batch = {k: v.to(device) for k, v in batch.items()}
-        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args)
+        mask = None
+        if args.kl_mask:
+            mask = trust_region_mask(batch["logits"], logits[:-1].detach(), args.kl_threshold,
+                                     mode=args.kl_mask_mode)
+            masked = float((mask == 0).sum())
+            state.masked[0] += masked
+            state.masked[1] += mask.numel()
+            state.masked_recent.value = masked / mask.numel()
+        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args, mask)
         model.zero_grad(set_to_none=False)
         loss.backward()
         grad_norm = (torch.nn.utils.clip_grad_norm_(local_params, args.max_grad_norm) if args.max_grad_norm > 0
@@ -258,6 +348,10 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
             state.nonfinite.add(0, 1)
             if nonfinite_in_a_row >= args.max_nonfinite:
                 state.diverged.value = 1
+        step += 1
+        for replay, score in zip(replays, insert_scores):  # after the batch: no unroll twice in one batch
+            for j in range(need):
+                replay.put(replay.insert_slot(generator, score), column(fresh, j), step)
         T = args.num_steps
         state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T, grad_norm.item()]
         state.policy_lag[:] = [lag.min().item(), lag.mean().item(), lag.max().item()]
@@ -267,8 +361,13 @@ def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, path
     """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner, the evaluator and, with
     ``--inference server``, the inference role."""
     per_actor = slots_per_actor(args)
+    specs = replay_specs(args.replay_parameters, args.batch_size)
+    features = feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
     store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
-                        meta["hidden_size"])
+                        meta["hidden_size"], features)
+    # allocated here, once: a replaced learner finds the replays as its predecessor left them
+    replays = [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"],
+                            features) for spec in specs if spec["type"] != "queue"]
     weights = SharedWeights(ctx, shared_model)
     server = None
     if args.inference == "server":
@@ -277,7 +376,7 @@ def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, path
     parent = os.getpid()
     roles = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
                                   state.frames.value, time.time())),
-             "learner": (learner, (args, meta, shared_model, optimizer, store, weights, state, parent))}
+             "learner": (learner, (args, meta, shared_model, optimizer, store, weights, state, parent, replays))}
     for rank in range(args.workers):
         roles[f"actor {rank}"] = (actor, (rank, args, settings, meta, store, weights, server, state, parent))
     if server is not None:

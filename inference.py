@@ -100,8 +100,8 @@ class LocalPolicy:
         if self.weights.version != self.unroll_version:
             self.unroll_version = self.weights.fetch(self.replica)
 
-    def __call__(self, obs, state):
-        return self.model(obs, state)
+    def __call__(self, obs, state, with_features=False):
+        return self.model(obs, state, with_features=with_features)
 
 
 def waiting_rows(server):

@@ -170,6 +170,9 @@ def main(argv=None):
         }
         if args.algo == "impala":
             summary.update(dropped_unrolls=int(state.dropped.value), actor_waits=int(state.actor_waits.value))
+            if args.kl_mask:  # the trust region's share of the learner's steps, over the whole run
+                masked, seen = state.masked[:]
+                summary.update(masked_fraction=round(masked / seen, 6) if seen else 0.0, masked_of_steps=int(seen))
             if args.inference == "server":
                 summary.update(inference_batches=int(state.inference[0]),
                                inference_mean_batch=round(state.mean_inference_batch(), 2))

@@ -53,17 +53,19 @@ class RecurrentActorCritic(nn.Module):
         zeros = torch.zeros(batch_size, self.hidden_size, device=device)
         return zeros, zeros.clone()
 
-    def forward(self, obs, state):
+    def forward(self, obs, state, with_features=False):
         hx, cx = self.lstm(self.features(obs), state)
         # CUDA autocast runs the LSTM cell in bfloat16 (--bf16): the state carried to the next step and rollout
         # stays float32 on every device, as it is on the CPU (a no-op there)
         hx, cx = hx.float(), cx.float()
-        return self.critic_linear(hx).squeeze(-1), self.actor_linear(hx), (hx, cx)
+        out = (self.critic_linear(hx).squeeze(-1), self.actor_linear(hx), (hx, cx))
+        return out + (hx,) if with_features else out  # what the heads read (replay's elite sampling)
 
-    def unroll(self, obs, state, dones=None):
+    def unroll(self, obs, state, dones=None, with_features=False):
         """``obs [T, B, ...]`` from recurrent state ``state``; ``dones[t]`` (``[B]``, for ``t < T - 1`` at least)
         is 1 where the step taken at ``obs[t]`` ended an episode: the state is zeroed before ``obs[t + 1]``.
-        Returns ``values [T, B]``, ``logits [T, B, A]`` and the state after the last step (not cut)."""
+        Returns ``values [T, B]``, ``logits [T, B, A]`` and the state after the last step (not cut); with
+        ``with_features`` also what the heads read, ``[T, B, F]``."""
         steps, batch = obs.shape[:2]
         features = self.features(obs.flatten(0, 1)).unflatten(0, (steps, batch))
         hx, cx = state
@@ -76,7 +78,8 @@ class RecurrentActorCritic(nn.Module):
             hx, cx = hx.float(), cx.float()
             outputs.append(hx)
         hidden = torch.stack(outputs)
-        return self.critic_linear(hidden).squeeze(-1), self.actor_linear(hidden), (hx, cx)
+        out = (self.critic_linear(hidden).squeeze(-1), self.actor_linear(hidden), (hx, cx))
+        return out + (hidden,) if with_features else out
 
 
 class A3Clstm(RecurrentActorCritic):
@@ -132,16 +135,18 @@ class FeedForwardActorCritic(nn.Module):
         empty = torch.zeros(batch_size, 0, device=device)
         return empty, empty.clone()
 
-    def forward(self, obs, state):
+    def forward(self, obs, state, with_features=False):
         x = self.features(obs)
-        return self.critic_linear(x).squeeze(-1), self.actor_linear(x), state
+        out = (self.critic_linear(x).squeeze(-1), self.actor_linear(x), state)
+        return out + (x,) if with_features else out
 
-    def unroll(self, obs, state, dones=None):
+    def unroll(self, obs, state, dones=None, with_features=False):
         """``obs [T, B, ...]`` as one batch of ``T x B``; see ``RecurrentActorCritic.unroll``."""
         steps, batch = obs.shape[:2]
         x = self.features(obs.flatten(0, 1))
         values, logits = self.critic_linear(x).squeeze(-1), self.actor_linear(x)
-        return values.unflatten(0, (steps, batch)), logits.unflatten(0, (steps, batch)), state
+        out = (values.unflatten(0, (steps, batch)), logits.unflatten(0, (steps, batch)), state)
+        return out + (x.unflatten(0, (steps, batch)),) if with_features else out
 
 
 class MLP(FeedForwardActorCritic):
@@ -253,6 +258,16 @@ def model_meta(name, obs_shape, num_actions, hidden_size):
     if name == "mlp":
         meta["width"] = int(hidden_size)
     return meta
+
+
+def feature_size(meta):
+    """The size of what the heads read (``forward(..., with_features=True)``): the LSTM's hidden state, or the
+    feed-forward torso's output."""
+    if meta["model"] in RECURRENT_MODELS:
+        return meta["hidden_size"]
+    if meta["model"] == "mlp":
+        return meta["width"]
+    return {"nature": 512, "resnet": 256}[meta["model"]]
 
 
 def same_network(a, b):

@@ -29,11 +29,16 @@ References:
   ``prod_{i=s}^{t-1} discounts[i]``, so traces are cut at episode ends. The policy-gradient advantage is
   ``min(rho_bar_pg, pi/mu) * (r_s + gamma v_{s+1} - V(x_s))``. On-policy (``pi = mu``) ``v_s`` is the n-step return.
 
+Both V-trace functions take an optional ``mask`` ``[T, B]`` of 0/1 that drops steps outside a trust region, and
+``trust_region_mask`` computes one from the two policies' logits (LASER: Schmitt, Hessel & Simonyan, "Off-Policy
+Actor-Critic with Shared Experience Replay", ICML 2020, Section 4).
+
 The functions are pure and differentiable-free: callers pass detached tensors (targets are computed without grad).
 ``vtrace_from_logits`` is the exception only in that the action log-probabilities it returns keep their graph.
 """
 
 import collections
+import math
 
 import torch
 
@@ -93,6 +98,22 @@ def _shape(tensor):
     return tuple(tensor.shape)
 
 
+def _check_broadcasts(name, tensor, rewards):
+    """``tensor`` has rewards' ``T`` and ``B`` and leaves out trailing dims or gives them size 1."""
+    if not 2 <= tensor.dim() <= rewards.dim():
+        raise ValueError(
+            f"{name} must have rank 2..{rewards.dim()} to match rewards [T, B, ...]: got {name} shape "
+            f"{_shape(tensor)} (rank {tensor.dim()}) with rewards shape {_shape(rewards)} (rank {rewards.dim()})"
+        )
+    leading_ok = tensor.shape[:2] == rewards.shape[:2]
+    trailing_ok = all(n in (1, m) for n, m in zip(tensor.shape[2:], rewards.shape[2:]))
+    if not (leading_ok and trailing_ok):
+        raise ValueError(
+            f"{name} shape {_shape(tensor)} does not broadcast against rewards shape {_shape(rewards)} "
+            f"(same T and B needed; trailing dims equal or 1)"
+        )
+
+
 def _check_vtrace_shapes(log_rhos, discounts, rewards, values, bootstrap_value):
     """Raise ValueError unless the inputs follow the V-trace shape rules of the module docstring."""
     if rewards.dim() < 2:
@@ -100,18 +121,7 @@ def _check_vtrace_shapes(log_rhos, discounts, rewards, values, bootstrap_value):
     if values.shape != rewards.shape:
         raise ValueError(f"values shape {_shape(values)} != rewards shape {_shape(rewards)}")
     for name, tensor in (("log_rhos", log_rhos), ("discounts", discounts)):
-        if not 2 <= tensor.dim() <= rewards.dim():
-            raise ValueError(
-                f"{name} must have rank 2..{rewards.dim()} to match rewards [T, B, ...]: got {name} shape "
-                f"{_shape(tensor)} (rank {tensor.dim()}) with rewards shape {_shape(rewards)} (rank {rewards.dim()})"
-            )
-        leading_ok = tensor.shape[:2] == rewards.shape[:2]
-        trailing_ok = all(n in (1, m) for n, m in zip(tensor.shape[2:], rewards.shape[2:]))
-        if not (leading_ok and trailing_ok):
-            raise ValueError(
-                f"{name} shape {_shape(tensor)} does not broadcast against rewards shape {_shape(rewards)} "
-                f"(same T and B needed; trailing dims equal or 1)"
-            )
+        _check_broadcasts(name, tensor, rewards)
     if bootstrap_value.shape != values.shape[1:]:
         raise ValueError(
             f"bootstrap_value shape {_shape(bootstrap_value)} != values shape without time {_shape(values)[1:]} "
@@ -131,14 +141,22 @@ def _trailing_ones(tensor, rank):
 
 @torch.no_grad()
 def vtrace_from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_value, clip_rho_threshold=1.0,
-                                   clip_pg_rho_threshold=1.0):
+                                   clip_pg_rho_threshold=1.0, mask=None):
     """V-trace targets ``vs`` and policy-gradient advantages from log importance weights ``log(pi/mu)``.
 
     ``clip_rho_threshold`` is the paper's ``rho_bar`` and ``clip_pg_rho_threshold`` the one used for the
     policy-gradient advantage; ``None`` means no clipping. The trace cutting ``c_bar`` is fixed to 1. Shapes are
     in the module docstring; both results have ``values``' shape and carry no gradient.
+
+    ``mask`` (``[T, B]`` of 0/1, shaped as ``log_rhos`` may be; ``None`` = all ones) drops steps outside a trust
+    region (LASER, ``trust_region_mask``): ``vs_t - V_t = m_t (delta_t + gamma_t c_t (vs_{t+1} - V_{t+1}))``, so a
+    masked step has ``vs_t = V_t`` (no value target) and the step before it bootstraps from ``V_{t+1}`` alone (the
+    return is never carried through a rejected step); its policy-gradient advantage is multiplied by ``m_t`` too.
+    All ones gives exactly the unmasked result.
     """
     _check_vtrace_shapes(log_rhos, discounts, rewards, values, bootstrap_value)
+    if mask is not None:
+        _check_broadcasts("mask", mask, rewards)
     _check_threshold("clip_rho_threshold", clip_rho_threshold)
     _check_threshold("clip_pg_rho_threshold", clip_pg_rho_threshold)
     rank = values.dim()
@@ -152,13 +170,21 @@ def vtrace_from_importance_weights(log_rhos, discounts, rewards, values, bootstr
     deltas = clipped_rhos * (rewards + discounts * next_values - values)
     vs_minus_values = torch.empty_like(deltas)
     acc = torch.zeros(deltas.shape[1:], dtype=deltas.dtype, device=deltas.device)
-    for t in range(deltas.shape[0] - 1, -1, -1):
-        acc = deltas[t] + discounts[t] * cs[t] * acc
-        vs_minus_values[t] = acc
+    if mask is None:
+        for t in range(deltas.shape[0] - 1, -1, -1):
+            acc = deltas[t] + discounts[t] * cs[t] * acc
+            vs_minus_values[t] = acc
+    else:
+        mask = _trailing_ones(mask.to(deltas.dtype), rank)
+        for t in range(deltas.shape[0] - 1, -1, -1):
+            acc = mask[t] * (deltas[t] + discounts[t] * cs[t] * acc)
+            vs_minus_values[t] = acc
     vs = vs_minus_values + values
 
     next_vs = torch.cat([vs[1:], bootstrap_value.unsqueeze(0).to(vs.dtype)], dim=0)
     pg_advantages = clipped_pg_rhos * (rewards + discounts * next_vs - values)
+    if mask is not None:
+        pg_advantages = mask * pg_advantages
     return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 
@@ -167,11 +193,12 @@ def _action_log_probs(logits, actions):
 
 
 def vtrace_from_logits(behavior_policy_logits, target_policy_logits, actions, discounts, rewards, values,
-                       bootstrap_value, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0):
+                       bootstrap_value, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0, mask=None):
     """V-trace from the behaviour (``mu``) and target (``pi``) policies' logits ``[T, B, A]`` and actions ``[T, B]``.
 
     ``log_rhos`` is ``log pi(a) - log mu(a)`` of the taken actions (log-softmax). The returned action log-probs
-    (and ``log_rhos``) keep whatever gradient the logits carry; ``vs`` and ``pg_advantages`` carry none.
+    (and ``log_rhos``) keep whatever gradient the logits carry; ``vs`` and ``pg_advantages`` carry none. ``mask``
+    as in ``vtrace_from_importance_weights`` (``trust_region_mask`` computes one from the same logits).
     """
     if behavior_policy_logits.dim() != 3 or target_policy_logits.shape != behavior_policy_logits.shape:
         raise ValueError(
@@ -190,9 +217,71 @@ def vtrace_from_logits(behavior_policy_logits, target_policy_logits, actions, di
     log_rhos = target_action_log_probs - behavior_action_log_probs
     vtrace_returns = vtrace_from_importance_weights(
         log_rhos=log_rhos, discounts=discounts, rewards=rewards, values=values, bootstrap_value=bootstrap_value,
-        clip_rho_threshold=clip_rho_threshold, clip_pg_rho_threshold=clip_pg_rho_threshold,
+        clip_rho_threshold=clip_rho_threshold, clip_pg_rho_threshold=clip_pg_rho_threshold, mask=mask,
     )
     return VTraceFromLogitsReturns(
         vs=vtrace_returns.vs, pg_advantages=vtrace_returns.pg_advantages, log_rhos=log_rhos,
         behavior_action_log_probs=behavior_action_log_probs, target_action_log_probs=target_action_log_probs,
     )
+
+
+TRUST_REGION_MODES = ("laser", "kl_pi_mu", "kl_mu_pi_cut")
+
+
+@torch.no_grad()
+def trust_region_mask(behavior_logits, target_logits, threshold, mode="laser", clip_rho_threshold=1.0):
+    """LASER's trust region: a ``[T, B]`` 0/1 mask of the steps whose behaviour is relevant to the target policy,
+    for ``vtrace_from_logits(..., mask=...)``. Logits are ``[T, B, A]`` (``mu``: behaviour, ``pi``: target); a step
+    is kept where its divergence is below ``threshold`` (strictly, as the paper's ``beta < b``).
+
+    ``mode``:
+    - ``laser`` (default; Schmitt, Hessel & Simonyan, "Off-Policy Actor-Critic with Shared Experience Replay",
+      ICML 2020, arXiv 1909.11583, Section 4 and its behaviour relevance function of Section 4.3): per step,
+      ``beta_KL = KL(pi(.|s_t) || pi_hat_mu(.|s_t))`` where ``pi_hat_mu(a) = min(rho_bar mu(a), pi(a)) / sum_b
+      min(rho_bar mu(b), pi(b))`` is the implied policy whose value V-trace actually estimates (their
+      Proposition 1, IMPALA's Theorem 1; ``rho_bar = clip_rho_threshold``). It measures V-trace's bias, not the
+      raw distance between the policies, and depends on the state only, never on the sampled action, so
+      rejecting by it adds no bias of its own (Section 4.3). The estimator ``lambda(s_t) = 1[beta < b]`` stops a
+      return at the first rejected state (Section 4), which the masked V-trace recursion does. With
+      ``clip_rho_threshold=None`` (no clipping) V-trace is unbiased: the implied policy is ``pi`` and nothing is
+      masked.
+    - ``kl_pi_mu``: per step ``KL(pi || mu)`` (elite_buffer_vtrace's KL mask).
+    - ``kl_mu_pi_cut``: ``KL(mu || pi)``, and from the first step outside on the rest of the unroll is masked too
+      (impala-laser-pytorch's rule; computed here on log-softmax, so adding a constant to either policy's logits
+      changes nothing, where that code's KL on raw logits did).
+    """
+    if mode not in TRUST_REGION_MODES:
+        raise ValueError(f"mode must be one of {', '.join(TRUST_REGION_MODES)}, got {mode!r}")
+    if not threshold > 0:
+        raise ValueError(f"threshold must be > 0, got {threshold!r}")
+    _check_threshold("clip_rho_threshold", clip_rho_threshold)
+    if behavior_logits.dim() != 3 or target_logits.shape != behavior_logits.shape:
+        raise ValueError(
+            f"policy logits must both be [T, B, A]: got behavior_logits shape {_shape(behavior_logits)} and "
+            f"target_logits shape {_shape(target_logits)}"
+        )
+    log_mu = torch.log_softmax(behavior_logits, dim=-1)
+    log_pi = torch.log_softmax(target_logits, dim=-1)
+    if mode == "laser":
+        divergence = _kl(log_pi, _log_implied_policy(log_mu, log_pi, clip_rho_threshold))
+    elif mode == "kl_pi_mu":
+        divergence = _kl(log_pi, log_mu)
+    else:
+        divergence = _kl(log_mu, log_pi)
+    inside = divergence < threshold
+    if mode == "kl_mu_pi_cut":
+        inside = inside.to(torch.int8).cumprod(dim=0).bool()
+    return inside.to(target_logits.dtype)
+
+
+def _kl(log_p, log_q):
+    """``KL(p || q)`` over the last dim, from log-probabilities."""
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
+def _log_implied_policy(log_mu, log_pi, clip_rho_threshold):
+    """``log pi_hat``, ``pi_hat(a) ~ min(rho_bar mu(a), pi(a))``: the policy whose value V-trace estimates."""
+    if clip_rho_threshold is None:
+        return log_pi
+    log_unnormalised = torch.minimum(log_mu + math.log(clip_rho_threshold), log_pi)
+    return log_unnormalised - torch.logsumexp(log_unnormalised, dim=-1, keepdim=True)

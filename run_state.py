@@ -76,6 +76,9 @@ class RunState:
         self.dropped = ctx.RawValue("q", 0)
         self.actor_waits = SlotCounter(ctx, "q", workers)
         self.inference = ctx.RawArray("d", 2)  # --inference server: batches answered, observations in them
+        # --kl-mask: steps the trust region masked and steps seen, since the start (the learner writes them)
+        self.masked = ctx.RawArray("d", 2)
+        self.masked_recent = ctx.RawValue("d", 0.0)  # the fraction masked in the learner's latest batch
 
     def mean_inference_batch(self):
         batches, observations = self.inference[:]

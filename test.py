@@ -92,6 +92,8 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
                 if args.algo == "impala":  # how many versions behind the learner the latest batch's actors were
                     for name, lag in zip(("min", "mean", "max"), state.policy_lag[:]):
                         writer.add_scalar(f"impala/policy_lag_{name}", lag, step)
+                    if args.kl_mask:  # the share of the latest batch's steps outside the trust region
+                        writer.add_scalar("impala/masked_fraction", state.masked_recent.value, step)
                 writer.flush()
 
             if not args.save_max or episode_return >= state.best_return.value:

@@ -1,0 +1,371 @@
+"""Replay for IMPALA's learner (``--replay-parameters``): batches that mix fresh unrolls with stored ones.
+
+A run has one on-policy **queue** (the unroll store's fresh unrolls, impala.py) and any number of **replays**, each
+a ``ReplayBuffer`` with a ``capacity`` of unrolls. Every learner batch is ``--batch-size`` unrolls: ``sample_ratio x
+B`` of them from each source (``count``). The fresh unrolls are put into every replay only after the batch is
+built, so no unroll appears twice in one batch. Until a replay holds ``count`` unrolls, its share of the batch is
+fresh unrolls too (a batch is never short, and training starts at once).
+
+Replay kinds, as elite_buffer_vtrace names them (its README and ``parameter_schema``):
+- ``standard``: uniform sampling, oldest overwritten first;
+- ``custom``: a ``dist_function`` (``ln_norm``, ``cos_dist``, ``kl_div``) and optional strategies:
+  ``sample_strategy`` ``elite_sampling`` (prefer stored unrolls whose features the current network still
+  reproduces: smallest distance between the features stored at acting time and the current network's) or
+  ``attentive_sampling`` (prefer unrolls whose current features are closest to those of the newest unroll's last
+  state, where the agent is now), both ranking a random candidate set of ``lambda x count`` distinct slots, lambda
+  annealing linearly from ``lambda_batch_multiplier`` to 1 (``elite_sampling_strategy`` strategy1-4 picks among
+  the candidates: ``elite_picks``); ``insert_strategy`` ``elite_insertion`` (once full, overwrite the most drifted
+  of ``elite_batch_size`` random slots instead of the oldest).
+
+Where this differs from elite_buffer_vtrace, on purpose: ``cos_dist`` is ``1 - cosine similarity``, a distance
+(its code ranked the similarity as if it were one, so elite sampling picked the most drifted unrolls); candidates
+are distinct slots, so strategy 3 cannot loop for ever waiting for a sample count that no candidate has, and a
+buffer of exactly ``count`` slots works; ratios are compared with a tolerance (it rejected 0.6, 0.3, 0.1).
+
+The buffers are shared-memory tensors allocated once by the supervisor (they outlive a replaced learner), with
+the unroll slots' layout plus per-unroll features, sample counts and insertion step; the learner is their only
+writer, and it samples with its own seeded ``torch.Generator``.
+"""
+
+import json
+import math
+import os
+
+import torch
+
+DEFAULT_REPLAY_PARAMETERS = '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]'
+REPLAY_TYPES = ("queue", "standard", "custom")
+DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div")
+SAMPLE_STRATEGIES = ("elite_sampling", "attentive_sampling")
+INSERT_STRATEGIES = ("elite_insertion",)
+ELITE_STRATEGIES = ("strategy1", "strategy2", "strategy3", "strategy4")
+CUSTOM_DEFAULTS = {"dist_function": None, "p": 2, "sample_strategy": None, "insert_strategy": None,
+                   "lambda_batch_multiplier": 1, "alfa_annealing_factor": 1.0, "elite_sampling_strategy": "strategy3",
+                   "elite_batch_size": 20}
+RATIO_TOLERANCE = 1e-6  # ratio x B is a whole number within this (0.1 x 10 is 1.0000000000000002 in floats)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Distances between unrolls' features: [n, T, F] against [n, T, F] (or [T, F], broadcast), one number per unroll
+
+
+def ln_norm(a, b, p=2):
+    """``(sum |a - b|^p)^(1/p)`` over each unroll's steps and features."""
+    return (a - b).abs().pow(p).flatten(1).sum(1).pow(1.0 / p)
+
+
+def cos_dist(a, b, eps=1e-8):
+    """``1 - cos(a, b)`` of each unroll's features, flattened: 0 for the same direction, 2 for opposite ones."""
+    a, b = torch.broadcast_tensors(a, b)
+    a, b = a.flatten(1), b.flatten(1)
+    similarity = (a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1)).clamp_min(eps)
+    return 1.0 - similarity
+
+
+def kl_div(target_logits, behavior_logits):
+    """``sum_t KL(pi_t || mu_t)`` of each unroll, from logits ``[n, T, A]`` (log-softmax: constants drop out)."""
+    log_pi = torch.log_softmax(target_logits, dim=-1)
+    log_mu = torch.log_softmax(behavior_logits, dim=-1)
+    return (log_pi.exp() * (log_pi - log_mu)).sum(-1).flatten(1).sum(1)
+
+
+def distance(name, current, stored, p=2):
+    """``dist_function`` ``name`` between the current network's features (or logits, for ``kl_div``) and the stored
+    ones; smaller = closer."""
+    if name == "ln_norm":
+        return ln_norm(current, stored, p)
+    if name == "cos_dist":
+        return cos_dist(current, stored)
+    return kl_div(current, stored)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Picking among candidates
+
+
+def elite_picks(strategy, distances, counts, n):
+    """Positions of ``n`` picks among candidates with ``distances`` and sample ``counts`` (both ``[k]``, k >= n),
+    as elite_buffer_vtrace's README defines the strategies (ties go to the lower position):
+
+    - strategy1: the ``n`` lowest distances;
+    - strategy2: sort by distance, split into ``n`` consecutive subsets, the lowest distance of each;
+    - strategy3: as 1, least-sampled first (by count, then distance);
+    - strategy4: as 2, the least-sampled of each subset (ties: the lower distance).
+    """
+    k = distances.shape[0]
+    if not 0 < n <= k:
+        raise ValueError(f"cannot pick {n} of {k} candidates")
+    by_distance = torch.sort(distances, stable=True).indices
+    if strategy == "strategy1":
+        return by_distance[:n]
+    if strategy == "strategy3":
+        by_count = torch.sort(counts[by_distance], stable=True).indices
+        return by_distance[by_count][:n]
+    groups = torch.tensor_split(by_distance, n)
+    if strategy == "strategy2":
+        return torch.stack([group[0] for group in groups])
+    if strategy == "strategy4":
+        return torch.stack([group[torch.argmin(counts[group])] for group in groups])
+    raise ValueError(f"unknown elite_sampling_strategy {strategy!r}")
+
+
+def annealed_lambda(lambda0, alfa, progress):
+    """Candidates per pick, ``lambda0 - (lambda0 - 1) x progress / alfa`` and at least 1, with ``progress`` the
+    run's fraction done in [0, 1]: with ``alfa`` 1 it reaches 1 at the run's end, with ``alfa`` 2 it falls half as
+    fast (elite_buffer_vtrace's ``alfa_annealing_factor`` divides the slope the same way)."""
+    return max(1.0, lambda0 - (lambda0 - 1.0) * min(max(progress, 0.0), 1.0) / alfa)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# --replay-parameters
+
+
+def _bad(index, entry, key, message):
+    kind = entry.get("type") if isinstance(entry, dict) and isinstance(entry.get("type"), str) else "?"
+    where = f"--replay-parameters entry {index + 1} ({kind})"
+    return ValueError(f"{where}: {key} {message}" if key else f"{where}: {message}")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) and math.isfinite(value)
+
+
+def _check_entry(index, entry):
+    if not isinstance(entry, dict):
+        raise _bad(index, entry, None, f"must be an object like {{\"type\": \"standard\", \"capacity\": 1000, "
+                                       f"\"sample_ratio\": 0.5}}, got {json.dumps(entry)}")
+    for key in ("type", "capacity", "sample_ratio"):
+        if key not in entry:
+            raise _bad(index, entry, None, f"key '{key}' is missing")
+    kind = entry["type"]
+    if kind not in REPLAY_TYPES:
+        raise _bad(index, entry, "'type'", f"must be one of {', '.join(REPLAY_TYPES)}, got {json.dumps(kind)}")
+    allowed = {"type", "capacity", "sample_ratio"} | (set(CUSTOM_DEFAULTS) if kind == "custom" else set())
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise _bad(index, entry, None, f"unknown key '{unknown[0]}' (a {kind} replay takes {', '.join(sorted(allowed))})")
+    if not _is_int(entry["capacity"]) or entry["capacity"] < 1:
+        raise _bad(index, entry, "'capacity'", f"must be a whole number >= 1, got {json.dumps(entry['capacity'])}")
+    if not _is_number(entry["sample_ratio"]) or not 0 < entry["sample_ratio"] <= 1:
+        raise _bad(index, entry, "'sample_ratio'", f"must be a number in (0, 1], got {json.dumps(entry['sample_ratio'])}")
+    if kind == "queue" and entry["capacity"] != 1:
+        raise _bad(index, entry, "'capacity'", f"of the queue must be 1 (the queue is the actors' fresh unrolls; "
+                                              f"--num-buffers sizes it), got {entry['capacity']}")
+    spec = dict(entry)
+    if kind == "custom":
+        spec = {**CUSTOM_DEFAULTS, **entry}
+        _check_custom(index, spec)
+    return spec
+
+
+def _check_custom(index, spec):
+    if spec["dist_function"] is None:
+        raise _bad(index, spec, None, f"key 'dist_function' is missing ({', '.join(DIST_FUNCTIONS)})")
+    choices = {"dist_function": DIST_FUNCTIONS, "sample_strategy": SAMPLE_STRATEGIES,
+               "insert_strategy": INSERT_STRATEGIES, "elite_sampling_strategy": ELITE_STRATEGIES}
+    for key, allowed in choices.items():
+        optional = key in ("sample_strategy", "insert_strategy")
+        if spec[key] not in allowed and not (optional and spec[key] is None):
+            raise _bad(index, spec, f"'{key}'", f"must be one of {', '.join(allowed)}, got {json.dumps(spec[key])}")
+    if not _is_int(spec["p"]) or spec["p"] < 1:
+        raise _bad(index, spec, "'p'", f"must be a whole number >= 1, got {json.dumps(spec['p'])}")
+    if not _is_number(spec["lambda_batch_multiplier"]) or spec["lambda_batch_multiplier"] < 1:
+        raise _bad(index, spec, "'lambda_batch_multiplier'",
+                   f"must be a number >= 1, got {json.dumps(spec['lambda_batch_multiplier'])}")
+    if not _is_number(spec["alfa_annealing_factor"]) or not spec["alfa_annealing_factor"] > 0:
+        raise _bad(index, spec, "'alfa_annealing_factor'",
+                   f"must be a number > 0, got {json.dumps(spec['alfa_annealing_factor'])}")
+    size = spec["elite_batch_size"]
+    if not _is_int(size) or size < 1:
+        raise _bad(index, spec, "'elite_batch_size'", f"must be a whole number >= 1, got {json.dumps(size)}")
+    if spec["insert_strategy"] == "elite_insertion" and size > spec["capacity"]:
+        raise _bad(index, spec, "'elite_batch_size'", f"{size} is above the capacity {spec['capacity']}")
+
+
+def replay_specs(text, batch_size):
+    """Parse and check ``--replay-parameters``; returns one dict per entry, custom defaults filled in and
+    ``count`` (unrolls per batch) added. Raises ValueError with one line naming the entry and the key."""
+    try:
+        entries = json.loads(text)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ValueError(f"--replay-parameters is not valid JSON ({exc})") from None
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"--replay-parameters must be a non-empty JSON list of replays, got {text!r}")
+    specs = [_check_entry(i, entry) for i, entry in enumerate(entries)]
+    queues = [i for i, spec in enumerate(specs) if spec["type"] == "queue"]
+    if not queues:
+        raise ValueError('--replay-parameters has no on-policy queue: add {"type": "queue", "capacity": 1, '
+                         '"sample_ratio": r} (learning purely from replay is unstable, LASER Proposition 3)')
+    if len(queues) > 1:
+        raise _bad(queues[1], specs[queues[1]], "'type'", "queue appears twice: there is one on-policy queue")
+    total = 0
+    for i, spec in enumerate(specs):
+        count = spec["sample_ratio"] * batch_size
+        if abs(count - round(count)) > RATIO_TOLERANCE:
+            raise _bad(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g} "
+                                                 f"is not a whole number of unrolls")
+        spec["count"] = int(round(count))
+        total += spec["count"]
+    if total != batch_size:
+        raise ValueError(f"--replay-parameters: the entries' sample_ratio x --batch-size add up to {total} unrolls, "
+                         f"not --batch-size {batch_size} (ratios must sum to 1)")
+    return specs
+
+
+def needs_features(spec):
+    """Whether a replay ranks by the network's features (stored by the actors), rather than by logits or not at all."""
+    ranked = spec.get("sample_strategy") or spec.get("insert_strategy")
+    return spec["type"] == "custom" and bool(ranked) and spec["dist_function"] != "kl_div"
+
+
+def slot_bytes(unroll_length, obs_shape, num_actions, hidden_size, feature_size):
+    """Bytes one stored unroll takes (float32 observations, as the unroll slots)."""
+    T = unroll_length
+    return (4 * (T + 1) * math.prod(obs_shape) + 8 * T + 4 * 2 * T + 4 * T * num_actions + 4 * 2 * hidden_size
+            + 4 * T * feature_size + 8 * 3)
+
+
+def available_memory():
+    """Bytes this machine can still give shared tensors: the smaller of MemAvailable and /dev/shm's free space
+    (where torch puts shared memory on Linux); None where neither can be read."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    try:
+        stat = os.statvfs("/dev/shm")
+        found.append(stat.f_bavail * stat.f_frsize)
+    except OSError:
+        pass
+    return min(found) if found else None
+
+
+def check_replay_memory(specs, unroll_length, obs_shape, num_actions, hidden_size, feature_size):
+    """ValueError when the replays would not fit in memory (estimated from the observation shape and unroll
+    length), before anything is allocated."""
+    needed = sum(spec["capacity"] * slot_bytes(unroll_length, obs_shape, num_actions, hidden_size,
+                                               feature_size if needs_features(spec) else 0)
+                 for spec in specs if spec["type"] != "queue")
+    free = available_memory()
+    if free is not None and needed > 0.9 * free:
+        largest = max(range(len(specs)), key=lambda i: specs[i]["capacity"] if specs[i]["type"] != "queue" else -1)
+        raise _bad(largest, specs[largest], "'capacity'",
+                   f"{specs[largest]['capacity']}: the replays need {needed / 2**30:.1f} GiB of shared memory, this "
+                   f"machine has {free / 2**30:.1f} GiB free; lower the capacities")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The store
+
+
+class ReplayBuffer:
+    """One replay's unrolls in preallocated shared memory: the unroll slots' tensors (impala.py ``UnrollStore``)
+    plus ``features [C, T, F]`` (F = 0 unless the replay ranks by them), ``sample_count`` and ``inserted`` (the
+    learner step that stored it), and ``size``/``cursor`` (next slot FIFO overwrites). The learner alone writes."""
+
+    def __init__(self, spec, unroll_length, obs_shape, num_actions, hidden_size, feature_size):
+        C, T = spec["capacity"], unroll_length
+        self.spec = spec
+        self.obs = torch.zeros((C, T + 1, *obs_shape))
+        self.actions = torch.zeros((C, T), dtype=torch.int64)
+        self.rewards = torch.zeros((C, T))
+        self.dones = torch.zeros((C, T))
+        self.logits = torch.zeros((C, T, num_actions))
+        self.hx = torch.zeros((C, hidden_size))
+        self.cx = torch.zeros((C, hidden_size))
+        self.features = torch.zeros((C, T, feature_size if needs_features(spec) else 0))
+        self.sample_count = torch.zeros(C, dtype=torch.int64)
+        self.inserted = torch.zeros(C, dtype=torch.int64)
+        self.size = torch.zeros(1, dtype=torch.int64)
+        self.cursor = torch.zeros(1, dtype=torch.int64)
+        for tensor in vars(self).values():
+            if torch.is_tensor(tensor):
+                tensor.share_memory_()
+
+    @property
+    def capacity(self):
+        return self.spec["capacity"]
+
+    @property
+    def count(self):
+        return self.spec["count"]
+
+    def __len__(self):
+        return int(self.size[0])
+
+    def ready(self):
+        """Whether it can give its share of a batch (``count`` distinct unrolls)."""
+        return len(self) >= self.count
+
+    def insert_slot(self, generator, score=None):
+        """Where the next unroll goes: the next free slot, then the oldest (FIFO), or with elite insertion the one
+        of ``elite_batch_size`` random slots that ``score`` (slots -> distances) finds most drifted."""
+        if len(self) < self.capacity:
+            slot = len(self)
+            self.size[0] += 1
+            return slot
+        if self.spec.get("insert_strategy") == "elite_insertion" and score is not None:
+            candidates = torch.randperm(self.capacity, generator=generator)[: self.spec["elite_batch_size"]]
+            return int(candidates[torch.argmax(score(candidates))])
+        slot = int(self.cursor[0])
+        self.cursor[0] = (slot + 1) % self.capacity
+        return slot
+
+    def put(self, slot, unroll, step):
+        """Store one unroll (``unroll``: one column of a time-major batch, see ``column``) into ``slot``."""
+        self.obs[slot], self.actions[slot] = unroll["obs"], unroll["actions"]
+        self.rewards[slot], self.dones[slot] = unroll["rewards"], unroll["dones"]
+        self.logits[slot], self.hx[slot], self.cx[slot] = unroll["logits"], unroll["hx"], unroll["cx"]
+        if self.features.shape[-1]:
+            self.features[slot] = unroll["features"]
+        self.sample_count[slot] = 0
+        self.inserted[slot] = step
+
+    def candidates(self, generator, progress):
+        """``lambda x count`` distinct random slots (all the filled ones at most; never fewer than ``count``)."""
+        lam = annealed_lambda(self.spec.get("lambda_batch_multiplier", 1), self.spec.get("alfa_annealing_factor", 1),
+                              progress)
+        k = min(len(self), max(self.count, int(lam * self.count)))
+        return torch.randperm(len(self), generator=generator)[:k]
+
+    def sample(self, generator, progress=0.0, score=None):
+        """``count`` distinct slots: uniform, or ranked by ``score`` (slots -> distances) with the replay's
+        ``sample_strategy``; their sample counts go up by one."""
+        candidates = self.candidates(generator, progress)
+        if self.spec.get("sample_strategy") and score is not None and len(candidates) > self.count:
+            picks = candidates[elite_picks(self.spec["elite_sampling_strategy"], score(candidates),
+                                           self.sample_count[candidates], self.count)]
+        else:
+            picks = candidates[: self.count]
+        self.sample_count[picks] += 1
+        return picks
+
+    def take(self, slots):
+        """The unrolls in ``slots``, time-major as ``UnrollStore.take`` gives them (they stay stored)."""
+        batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
+                 "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
+                 "logits": self.logits[slots].transpose(0, 1), "hx": self.hx[slots], "cx": self.cx[slots]}
+        if self.features.shape[-1]:
+            batch["features"] = self.features[slots].transpose(0, 1)
+        return batch
+
+
+def column(batch, j):
+    """Unroll ``j`` of a time-major batch, in the store's per-unroll layout."""
+    unroll = {key: value[:, j] for key, value in batch.items() if key not in ("hx", "cx")}
+    unroll["hx"], unroll["cx"] = batch["hx"][j], batch["cx"][j]
+    return unroll
+
+
+def concat(batches):
+    """Time-major batches side by side: ``[T, n1 + n2 + ..., ...]`` (``hx``/``cx`` ``[n, H]``); keys all share."""
+    keys = set.intersection(*(set(b) for b in batches))
+    return {key: torch.cat([b[key] for b in batches], dim=0 if key in ("hx", "cx") else 1) for key in keys}

@@ -1,0 +1,100 @@
+"""Replay in the learner: the network's features, batches that mix fresh and replayed unrolls (never one twice),
+elite scoring with the current network, and the trust-region mask in the loss."""
+
+import argparse
+
+import torch
+
+from impala import UnrollStore, build_batch, impala_loss, replay_scores
+from model import build_model, feature_size, model_meta
+from replay import ReplayBuffer, column, replay_specs
+from test_impala import fake_batch
+
+
+def test_features_are_what_the_heads_read():
+    torch.manual_seed(0)
+    for meta, obs in ((model_meta("mlplstm", [3], 2, 8), torch.randn(5, 3)),
+                      (model_meta("nature", [4, 84, 84], 6, 0), torch.rand(2, 4, 84, 84))):
+        model = build_model(meta)
+        state = model.initial_state(obs.shape[0])
+        value, logits, _, features = model(obs, state, with_features=True)
+        assert features.shape == (obs.shape[0], feature_size(meta))
+        torch.testing.assert_close(model.actor_linear(features), logits)
+        torch.testing.assert_close(model.critic_linear(features).squeeze(-1), value)
+        plain = model(obs, state)
+        assert len(plain) == 3 and torch.equal(plain[1], logits)  # the A3G path is unchanged
+        values, unrolled_logits, _, unrolled = model.unroll(obs.unsqueeze(0), state, with_features=True)
+        torch.testing.assert_close(unrolled[0], features)
+        assert len(model.unroll(obs.unsqueeze(0), state)) == 3
+
+
+def fill_store(store, rank, count, start):
+    """``count`` committed unrolls of actor ``rank`` whose observations are start, start + 1, ..."""
+    slots = store.claim(rank, count)
+    for i, slot in enumerate(slots):
+        store.obs[slot] = float(start + i)
+    store.commit(slots, version=0)
+
+
+def test_batches_mix_fresh_and_replayed_unrolls_never_twice():
+    T, B = 3, 4
+    specs = replay_specs('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
+                         '{"type": "standard", "capacity": 6, "sample_ratio": 0.5}]', B)
+    store = UnrollStore(slots=8, per_actor=8, unroll_length=T, obs_shape=[3], num_actions=2, hidden_size=8)
+    replay = ReplayBuffer(specs[1], T, [3], 2, 8, 0)
+    model = build_model(model_meta("mlplstm", [3], 2, 8))
+    g = torch.Generator().manual_seed(0)
+    seen = []
+    for step in range(5):
+        fill_store(store, 0, 4, start=10 * step)
+        need = 2 + (0 if replay.ready() else 2)  # while the replay is empty, its share is fresh too
+        batch, fresh, _ = build_batch(store, store.full()[:need], [replay], g, 0.0, model, "cpu")
+        ids = batch["obs"][0, :, 0].tolist()
+        assert len(ids) == B and len(set(ids)) == B  # always --batch-size unrolls, each once
+        assert ids[:need] == [10 * step + i for i in range(need)]  # fresh first
+        if step > 0:
+            assert set(ids[need:]) <= set(seen)  # replayed ones are earlier fresh ones
+        for j in range(need):  # after the batch, as the learner does
+            replay.put(replay.insert_slot(g), column(fresh, j), step)
+        seen += ids[:need]
+        store.release(store.full())  # the rest of this step's unrolls: not needed here
+    assert len(replay) == 6
+
+
+def test_elite_score_uses_the_current_network_against_stored_features():
+    T = 3
+    spec = replay_specs('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "custom", "capacity": 4, '
+                        '"sample_ratio": 0.5, "dist_function": "ln_norm", "sample_strategy": "elite_sampling", '
+                        '"lambda_batch_multiplier": 2, "elite_sampling_strategy": "strategy1"}]', 4)[1]
+    torch.manual_seed(1)
+    meta = model_meta("mlplstm", [3], 2, 8)
+    model = build_model(meta)
+    replay = ReplayBuffer(spec, T, [3], 2, 8, feature_size(meta))
+    batch = fake_batch(T, 4, 3, 2, hidden=8)
+    _, _, _, features = model.unroll(batch["obs"], (batch["hx"], batch["cx"]), batch["dones"], with_features=True)
+    batch["features"] = features[:-1].detach()
+    batch["features"][:, 2] += 1.0  # unroll 2's stored features no longer match what the network makes of it
+    batch["features"][:, 3] += 0.1
+    g = torch.Generator().manual_seed(0)
+    for j in range(4):
+        replay.put(replay.insert_slot(g), column(batch, j), 1)
+    sample_score, elite_score = replay_scores(replay, model, "cpu", batch)
+    scores = elite_score(torch.arange(4))
+    assert scores[0] < 1e-5 and scores[1] < 1e-5 and scores[3] < scores[2]
+    assert torch.isclose(scores[2], torch.tensor(1.0 * (T * 8) ** 0.5), atol=1e-4)
+    assert sorted(replay.sample(g, 0.0, sample_score).tolist()) == [0, 1]  # the two reproduced best
+
+
+def test_loss_with_the_mask():
+    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01)
+    T, n = 4, 3
+    batch = fake_batch(T, n, 3, 4)
+    logits = torch.randn(T + 1, n, 4, requires_grad=True)
+    values = torch.randn(T + 1, n)
+    plain = impala_loss(batch, logits, values, args)
+    ones = impala_loss(batch, logits, values, args, torch.ones(T, n))
+    for a, b in zip(plain, ones):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    _, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args, torch.zeros(T, n))
+    assert policy_loss.item() == 0.0 and baseline_loss.item() == 0.0
+    torch.testing.assert_close(entropy, plain[3])  # the entropy bonus keeps every step
