@@ -49,7 +49,7 @@ def build_parser(suppress_defaults=False):
     add = p.add_argument
     # rl_a3c_pytorch's flags: same names, short forms and meaning
     add("-l", "--lr", type=auto_or(float), default=AUTO,
-        help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlplstm")
+        help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlp/mlplstm")
     add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
     add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
         help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
@@ -81,7 +81,8 @@ def build_parser(suppress_defaults=False):
              "rewards; auto: abs_one for Atari and retro games, none for classic control")
     add("--skip-rate", type=int, default=4, help="emulator frames per agent step: Atari (the emulator's own for v5 ids) and retro games")
     add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
-        help="LSTM hidden size (recurrent networks only); auto: 512 for a3clstm, 64 for mlplstm")
+        help="LSTM hidden size (a3clstm, mlplstm) or the width of mlp's layers; auto: 512 for a3clstm, 64 for "
+             "mlp/mlplstm")
     add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
         help="write TensorBoard events into the run directory")
     add("-evc", "--env-config", default=os.path.join(HERE, "config.json"), help="per-game crop settings (JSON)")
@@ -122,8 +123,8 @@ def build_parser(suppress_defaults=False):
              "(elite_buffer_vtrace: KL(pi || mu) per step) or kl_mu_pi_cut (impala-laser: KL(mu || pi), the rest of "
              "the unroll masked after the first failing step)")
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
-        help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlplstm for "
-             "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames")
+        help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlp for "
+             "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
         help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
     add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,

@@ -70,6 +70,7 @@ class RunState:
         self.eval_episodes = ctx.RawValue("q", int(eval_episodes))
         # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
         self.losses = ctx.RawArray("d", 4)
+        self.losses[:] = [math.nan] * 4  # NaN until the first update: nothing to log before it
         # IMPALA: written by the learner (policy lag of its latest batch: min, mean, max versions; unrolls dropped
         # for --max-policy-lag) and by each actor in its slot (times it found all its slots full)
         self.policy_lag = ctx.RawArray("d", 3)

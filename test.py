@@ -9,6 +9,7 @@ Games are whole (no life-loss episodes) and scored with raw, unclipped rewards. 
 
 import collections
 import csv
+import math
 import os
 import sys
 import time
@@ -85,10 +86,11 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
                 writer.add_scalar("charts/episodic_length", length, step)
                 writer.add_scalar("charts/SPS", fps, step)
                 policy_loss, value_loss, entropy, grad_norm = state.losses[:]
-                writer.add_scalar("losses/policy_loss", policy_loss, step)
-                writer.add_scalar("losses/value_loss", value_loss, step)
-                writer.add_scalar("losses/entropy", entropy, step)
-                writer.add_scalar("losses/grad_norm", grad_norm, step)
+                if not math.isnan(entropy):  # NaN: no update yet (a 0 here would read as a collapsed policy)
+                    writer.add_scalar("losses/policy_loss", policy_loss, step)
+                    writer.add_scalar("losses/value_loss", value_loss, step)
+                    writer.add_scalar("losses/entropy", entropy, step)
+                    writer.add_scalar("losses/grad_norm", grad_norm, step)
                 if args.algo == "impala":  # how many versions behind the learner the latest batch's actors were
                     for name, lag in zip(("min", "mean", "max"), state.policy_lag[:]):
                         writer.add_scalar(f"impala/policy_lag_{name}", lag, step)

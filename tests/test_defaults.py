@@ -22,9 +22,9 @@ def auto_args(**given):
     ("atari", False, False, {"model": "nature", "envs_per_worker": 8, "bf16": False, "lr": 3e-4}),
     ("atari", True, True, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4, "hidden_size": 512,
                            "train_forward": "batched"}),
-    ("classic", False, True, {"model": "mlplstm", "envs_per_worker": 4, "bf16": False, "lr": 2e-3,
+    ("classic", False, True, {"model": "mlp", "envs_per_worker": 4, "bf16": False, "lr": 2e-3,
                               "hidden_size": 64, "value_coef": 0.1, "reward_clipping": "none",
-                              "train_forward": "stepped"}),
+                              "train_forward": "batched"}),
     ("retro", False, True, {"model": "nature", "envs_per_worker": 1, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
                             "reward_clipping": "abs_one"}),
     ("retro", True, False, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4}),
@@ -78,7 +78,7 @@ def test_cartpole_with_no_flags_gets_its_family_defaults(tmp_path):
     assert "defaults for classic control" in result.stdout and "--lr 0.002" in result.stdout
     args = read_json(tmp_path / "run" / "args.json")
     assert (args["lr"], args["hidden_size"], args["value_coef"], args["envs_per_worker"]) == (2e-3, 64, 0.1, 4)
-    assert args["eps"] == 1e-3 and args["model"] == "mlplstm"
+    assert args["eps"] == 1e-3 and args["model"] == "mlp"
 
 
 def test_explicit_flag_is_kept_and_not_listed_as_a_default(tmp_path):
