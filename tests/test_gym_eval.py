@@ -234,7 +234,7 @@ def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     model = torch.load(out, weights_only=True)
-    assert model["kind"] == "model" and "optimizer" not in model and model["model_meta"]["model"] == "mlplstm"
+    assert model["kind"] == "model" and "optimizer" not in model and model["model_meta"]["model"] == "mlp"
     played = subprocess.run([sys.executable, "gym_eval.py", "--model-path", str(out), "--num-episodes", "2",
                              "--log-dir", str(tmp_path / "logs")], cwd=ROOT, capture_output=True, text=True,
                             timeout=120)
