@@ -41,7 +41,7 @@ from replay import ReplayBuffer, column, concat, distance, needs_features, repla
 from returns import trust_region_mask, vtrace_from_logits
 from shared_optim import optimizer_for
 from test import test
-from train import RolloutEnvs, push_gradients, time_limit_bootstrap
+from train import RolloutEnvs, Update, time_limit_bootstrap
 from utils import device_for, parent_alive, setup_child_process
 
 FREE, WRITING, FULL = 0, 1, 2
@@ -301,8 +301,7 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
         optimizer = optimizer_for(args, shared_model.parameters(), False)
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     replica = Replica(shared_model, model)
-    local_params = list(model.parameters())
-    nonfinite_in_a_row = 0
+    update = Update(replica, optimizer, args, state, 0)
     generator = torch.Generator().manual_seed(args.seed + args.workers + 1)  # the replays' sampling
     queue_count = args.batch_size - sum(replay.count for replay in replays)
     started, step = time.monotonic(), 0
@@ -335,19 +334,9 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
             state.masked[1] += mask.numel()
             state.masked_recent.value = masked / mask.numel()
         loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args, mask)
-        model.zero_grad(set_to_none=False)
-        loss.backward()
-        grad_norm = (torch.nn.utils.clip_grad_norm_(local_params, args.max_grad_norm) if args.max_grad_norm > 0
-                     else torch.nn.utils.get_total_norm([p.grad for p in local_params]))
-        if torch.isfinite(grad_norm) and torch.isfinite(loss):
-            push_gradients(replica, optimizer)
+        grad_norm, applied = update(loss)
+        if applied:
             weights.publish()
-            nonfinite_in_a_row = 0
-        else:  # never let a NaN/inf update reach the shared model
-            nonfinite_in_a_row += 1
-            state.nonfinite.add(0, 1)
-            if nonfinite_in_a_row >= args.max_nonfinite:
-                state.diverged.value = 1
         step += 1
         for replay, score in zip(replays, insert_scores):  # after the batch: no unroll twice in one batch
             for j in range(need):

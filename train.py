@@ -162,6 +162,35 @@ def push_gradients(replica, optimizer):
     optimizer.step()
 
 
+class Update:
+    """One update of the shared model from a loss on the replica, for A3G's workers and IMPALA's learner alike:
+    backward, the gradient norm (clipped to ``--max-grad-norm`` when set), then ``push_gradients``, unless the loss
+    or the gradient is not finite: such an update never reaches the shared model; it is skipped and counted in
+    ``state.nonfinite`` (slot ``slot``), and ``--max-nonfinite`` of them in a row mark the run as diverged.
+    ``update(loss)`` returns ``(grad_norm, applied)``."""
+
+    def __init__(self, replica, optimizer, args, state, slot):
+        self.replica, self.optimizer, self.state, self.slot = replica, optimizer, state, slot
+        self.max_grad_norm, self.max_nonfinite = args.max_grad_norm, args.max_nonfinite
+        self.params = list(replica.model.parameters())
+        self.skipped_in_a_row = 0
+
+    def __call__(self, loss):
+        self.replica.model.zero_grad(set_to_none=False)
+        loss.backward()
+        grad_norm = (torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm) if self.max_grad_norm > 0
+                     else torch.nn.utils.get_total_norm([p.grad for p in self.params]))
+        if torch.isfinite(grad_norm) and torch.isfinite(loss):
+            push_gradients(self.replica, self.optimizer)
+            self.skipped_in_a_row = 0
+            return grad_norm, True
+        self.skipped_in_a_row += 1
+        self.state.nonfinite.add(self.slot, 1)
+        if self.skipped_in_a_row >= self.max_nonfinite:
+            self.state.diverged.value = 1
+        return grad_norm, False
+
+
 def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid):
     setup_child_process(args.seed + rank, parent_pid)
     device = device_for(args.gpu_ids, rank)
@@ -181,7 +210,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
     # The hand-off (one flat copy each way), and this process's gradient buffers on the shared parameters:
     # allocated once, overwritten every update.
     replica = Replica(shared_model, model)
-    local_params = list(model.parameters())
+    update = Update(replica, optimizer, args, state, rank)
 
     hx, cx = model.initial_state(batch, device)
     # Rollout storage on the host, allocated once; the envs write each step's observations into their own row.
@@ -190,7 +219,7 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
         observations = observations.pin_memory()
     observations[-1] = torch.from_numpy(envs.first_obs)
     frames_per_rollout = num_steps * batch * frames_per_step
-    updates = nonfinite_in_a_row = 0
+    updates = 0
     fault_nan = rank == 0 and injected_fault("worker_nan")  # test hooks (utils.injected_fault)
     fault_raise = rank == 0 and injected_fault("worker_raise")
 
@@ -208,20 +237,8 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
             loss = loss * float("nan")
         if fault_raise and updates >= 2:
             raise RuntimeError("injected fault: worker crash (A3G_FAULT=worker_raise)")
-        model.zero_grad(set_to_none=False)
-        loss.backward()
-        grad_norm = (
-            torch.nn.utils.clip_grad_norm_(local_params, args.max_grad_norm)
-            if args.max_grad_norm > 0 else torch.nn.utils.get_total_norm([p.grad for p in local_params])
-        )
-        if torch.isfinite(grad_norm) and torch.isfinite(loss):
-            push_gradients(replica, optimizer)
-            nonfinite_in_a_row = 0
-        else:  # never write a NaN/inf update into the shared model: skip it, count it, give up if it persists
-            nonfinite_in_a_row += 1
-            state.nonfinite.add(rank, 1)
-            if nonfinite_in_a_row >= args.max_nonfinite:
-                state.diverged.value = 1
+        grad_norm, applied = update(loss)
+        if not applied:
             hx, cx = model.initial_state(batch, device)  # the recurrent state may be non-finite too
         state.add(rank, frames_per_rollout, rollout.games)
         updates += 1
