@@ -13,7 +13,7 @@ import os
 import torch
 
 from checkpoints import CheckpointError, check_compatible, load_checkpoint
-from defaults import AUTO, auto_or, describe, resolve_defaults
+from defaults import AUTO, auto_or, describe, resolve_defaults, slots_per_actor
 import retro_env
 from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, frames_per_step, is_atari
 from environment import is_retro, load_env_config, make_env
@@ -94,7 +94,9 @@ def build_parser(suppress_defaults=False):
     # a3g's own
     add("--algo", default="a3g", choices=["a3g", "impala"],
         help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
-    add("--batch-size", type=int, default=8, help="IMPALA: unrolls per learner step")
+    add("--batch-size", type=auto_or(int), default=AUTO,
+        help="IMPALA: unrolls per learner step; auto: 8, or all the unroll slots where there are fewer (retro games' "
+             "one env per actor)")
     add("--max-policy-lag", type=int, default=None,
         help="IMPALA: drop unrolls whose behaviour policy is more than this many versions old (default: keep all)")
     add("--num-buffers", type=int, default=None,
@@ -186,12 +188,6 @@ def parse_args(argv):
 
 def resumed_run_dir(path):
     return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-
-
-def slots_per_actor(args):
-    """IMPALA's unroll slots per actor: ``--num-buffers`` split between the actors, and at least two unrolls of each
-    of an actor's environments (one being filled while the other waits for the learner)."""
-    return max((args.num_buffers or 0) // args.workers, 2 * args.envs_per_worker)
 
 
 def check_args(args):

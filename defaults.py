@@ -86,10 +86,18 @@ def resolve_defaults(args, family, on_gpu, native_bf16):
     pick("reward_clipping", "abs_one" if frames else "none")
     if args.algo == "impala":
         pick("inference", "server" if on_gpu else "local")
-    elif args.inference == AUTO:  # A3G has no inference role: resolved quietly, so that args.json holds no auto
-        args.inference = "local"
+        pick("batch_size", min(8, slots_per_actor(args) * args.workers))
+    else:  # A3G has no inference role and no batches: resolved quietly, so that args.json holds no auto
+        args.inference = "local" if args.inference == AUTO else args.inference
+        args.batch_size = 8 if args.batch_size == AUTO else args.batch_size
     pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer
     return description, picked
+
+
+def slots_per_actor(args):
+    """IMPALA's unroll slots per actor: ``--num-buffers`` split between the actors, and at least two unrolls of each
+    of an actor's environments (one being filled while the other waits for the learner)."""
+    return max((args.num_buffers or 0) // args.workers, 2 * args.envs_per_worker)
 
 
 def describe(description, picked):

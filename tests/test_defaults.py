@@ -13,7 +13,8 @@ def auto_args(**given):
     names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef", "eps", "train_forward",
              "reward_clipping"]
     return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), algo=given.pop("algo", "a3g"),
-                              **{n: given.get(n, AUTO) for n in names + ["inference"]})
+                              workers=given.pop("workers", 2), num_buffers=given.pop("num_buffers", None),
+                              **{n: given.get(n, AUTO) for n in names + ["inference", "batch_size"]})
 
 
 @pytest.mark.parametrize("family,gpu,bf16,expected", [
@@ -38,6 +39,17 @@ def test_family_and_machine_defaults(family, gpu, bf16, expected):
     assert args.eps == 1e-3
     names = {"atari": "Atari", "classic": "classic control", "retro": "retro games"}
     assert len(picked) == 9 and names[family] in description
+
+
+@pytest.mark.parametrize("family, expected", [("atari", 8), ("retro", 4)])
+def test_impala_batch_size_fits_the_slots(family, expected):
+    """auto: 8 unrolls, or every slot where there are fewer: retro games have one env per actor, 2 slots each."""
+    args = auto_args(algo="impala")
+    resolve_defaults(args, family=family, on_gpu=False, native_bf16=False)
+    assert args.batch_size == expected
+    args = auto_args(algo="impala", batch_size=16)
+    resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
+    assert args.batch_size == 16
 
 
 @pytest.mark.parametrize("gpu, expected", [(False, "local"), (True, "server")])
