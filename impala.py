@@ -42,13 +42,14 @@ from returns import trust_region_mask, vtrace_from_logits
 from shared_optim import optimizer_for
 from test import test
 from train import RolloutEnvs, Update, time_limit_bootstrap
+from unrolls import UnrollSlots
 from utils import device_for, parent_alive, setup_child_process
 
 FREE, WRITING, FULL = 0, 1, 2
 WAIT = 0.002  # seconds between polls of the store: a wait always ends with the stop flag or the parent's death
 
 
-class UnrollStore:
+class UnrollStore(UnrollSlots):
     """Preallocated shared-memory slots, one unroll of one environment each, ``T = unroll_length`` steps:
     ``obs [T + 1, ...]`` (the last one is where the next unroll starts, and what V-trace bootstraps from),
     ``actions``, ``rewards``, ``dones``, ``logits [T, A]`` (the behaviour policy), ``hx``/``cx`` (the recurrent state
@@ -57,22 +58,12 @@ class UnrollStore:
     sampling; F = 0 otherwise). Slots ``[rank * per_actor, (rank + 1) * per_actor)`` belong to actor ``rank``."""
 
     def __init__(self, slots, per_actor, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0):
-        T = unroll_length
+        super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size)
         self.per_actor = per_actor
-        self.obs = torch.zeros((slots, T + 1, *obs_shape))
-        self.actions = torch.zeros((slots, T), dtype=torch.int64)
-        self.rewards = torch.zeros((slots, T))
-        self.dones = torch.zeros((slots, T))
-        self.logits = torch.zeros((slots, T, num_actions))
-        self.hx = torch.zeros((slots, hidden_size))
-        self.cx = torch.zeros((slots, hidden_size))
-        self.features = torch.zeros((slots, T, feature_size))
         self.version = torch.zeros(slots, dtype=torch.int64)
         self.stamp = torch.zeros(slots, dtype=torch.float64)
         self.status = torch.zeros(slots, dtype=torch.int8)
-        for tensor in vars(self).values():
-            if torch.is_tensor(tensor):
-                tensor.share_memory_()
+        self.share_memory()
 
     def own(self, rank):
         return range(rank * self.per_actor, (rank + 1) * self.per_actor)
@@ -104,11 +95,7 @@ class UnrollStore:
     def take(self, slots):
         """Copy the unrolls in ``slots`` out, time-major (``[T + 1, n, ...]`` observations, ``[T, n, ...]`` the
         rest, ``[n, H]`` states), and free the slots."""
-        batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
-                 "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
-                 "logits": self.logits[slots].transpose(0, 1), "hx": self.hx[slots], "cx": self.cx[slots]}
-        if self.features.shape[-1]:
-            batch["features"] = self.features[slots].transpose(0, 1)
+        batch = self.read(slots)
         self.release(slots)
         return batch
 

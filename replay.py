@@ -33,6 +33,8 @@ import os
 
 import torch
 
+from unrolls import UnrollSlots
+
 DEFAULT_REPLAY_PARAMETERS = '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]'
 REPLAY_TYPES = ("queue", "standard", "custom")
 DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div")
@@ -266,29 +268,21 @@ def check_replay_memory(specs, unroll_length, obs_shape, num_actions, hidden_siz
 # The store
 
 
-class ReplayBuffer:
+class ReplayBuffer(UnrollSlots):
     """One replay's unrolls in preallocated shared memory: the unroll slots' tensors (impala.py ``UnrollStore``)
     plus ``features [C, T, F]`` (F = 0 unless the replay ranks by them), ``sample_count`` and ``inserted`` (the
     learner step that stored it), and ``size``/``cursor`` (next slot FIFO overwrites). The learner alone writes."""
 
     def __init__(self, spec, unroll_length, obs_shape, num_actions, hidden_size, feature_size):
-        C, T = spec["capacity"], unroll_length
+        C = spec["capacity"]
+        super().__init__(C, unroll_length, obs_shape, num_actions, hidden_size,
+                         feature_size if needs_features(spec) else 0)
         self.spec = spec
-        self.obs = torch.zeros((C, T + 1, *obs_shape))
-        self.actions = torch.zeros((C, T), dtype=torch.int64)
-        self.rewards = torch.zeros((C, T))
-        self.dones = torch.zeros((C, T))
-        self.logits = torch.zeros((C, T, num_actions))
-        self.hx = torch.zeros((C, hidden_size))
-        self.cx = torch.zeros((C, hidden_size))
-        self.features = torch.zeros((C, T, feature_size if needs_features(spec) else 0))
         self.sample_count = torch.zeros(C, dtype=torch.int64)
         self.inserted = torch.zeros(C, dtype=torch.int64)
         self.size = torch.zeros(1, dtype=torch.int64)
         self.cursor = torch.zeros(1, dtype=torch.int64)
-        for tensor in vars(self).values():
-            if torch.is_tensor(tensor):
-                tensor.share_memory_()
+        self.share_memory()
 
     @property
     def capacity(self):
@@ -350,12 +344,7 @@ class ReplayBuffer:
 
     def take(self, slots):
         """The unrolls in ``slots``, time-major as ``UnrollStore.take`` gives them (they stay stored)."""
-        batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
-                 "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
-                 "logits": self.logits[slots].transpose(0, 1), "hx": self.hx[slots], "cx": self.cx[slots]}
-        if self.features.shape[-1]:
-            batch["features"] = self.features[slots].transpose(0, 1)
-        return batch
+        return self.read(slots)
 
 
 def column(batch, j):

@@ -1,0 +1,35 @@
+"""The unroll layout that IMPALA's slot store (impala.py ``UnrollStore``) and the replays (replay.py
+``ReplayBuffer``) share: per slot ``obs [T + 1, ...]``, ``actions``, ``rewards``, ``dones`` ``[T]``, the behaviour
+``logits [T, A]``, the recurrent state ``hx``/``cx`` before ``obs[0]`` and ``features [T, F]`` (F = 0 unless a
+replay ranks by them), in shared memory, allocated once; and their time-major read-out for the learner."""
+
+import torch
+
+
+class UnrollSlots:
+    def __init__(self, slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0):
+        T = unroll_length
+        self.obs = torch.zeros((slots, T + 1, *obs_shape))
+        self.actions = torch.zeros((slots, T), dtype=torch.int64)
+        self.rewards = torch.zeros((slots, T))
+        self.dones = torch.zeros((slots, T))
+        self.logits = torch.zeros((slots, T, num_actions))
+        self.hx = torch.zeros((slots, hidden_size))
+        self.cx = torch.zeros((slots, hidden_size))
+        self.features = torch.zeros((slots, T, feature_size))
+
+    def share_memory(self):
+        """Every tensor attribute (the subclass's own too) into shared memory."""
+        for tensor in vars(self).values():
+            if torch.is_tensor(tensor):
+                tensor.share_memory_()
+
+    def read(self, slots):
+        """The unrolls in ``slots``, time-major: ``[T + 1, n, ...]`` observations, ``[T, n, ...]`` the rest,
+        ``[n, H]`` states (copies: indexing with a list of slots copies)."""
+        batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
+                 "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
+                 "logits": self.logits[slots].transpose(0, 1), "hx": self.hx[slots], "cx": self.cx[slots]}
+        if self.features.shape[-1]:
+            batch["features"] = self.features[slots].transpose(0, 1)
+        return batch
