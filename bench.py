@@ -14,8 +14,10 @@ In one run and one process tree it measures
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
 straightforward one-env-per-worker loop). A configuration is
-``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server]`` (``impala``: IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping
-environments; ``server``: with ``--inference server``; ``batched``: A3G's ``--train-forward batched``).
+``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay]`` (``impala``: IMPALA's actors and learner
+instead of A3G's workers, with the same number of processes stepping environments; ``server``: with ``--inference
+server``; ``replay``: IMPALA with ``REPLAY``, half of each batch fresh and half replayed; ``batched``: A3G's
+``--train-forward batched``).
 """
 
 import argparse
@@ -43,6 +45,8 @@ from run_state import RunState
 from supervisor import Supervisor
 from utils import device_for, evaluator_cpu_share, usable_cores
 
+# the ``:replay`` token's --replay-parameters: issue 14's configuration B
+REPLAY = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]'
 STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16", "nature:8:impala",
             "nature:8:bf16:impala"]
 
@@ -53,7 +57,7 @@ def parse_config(text):
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
             "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
             "train_forward": "batched" if "batched" in parts[2:] else "stepped",
-            "inference": "server" if "server" in parts[2:] else "local"}
+            "inference": "server" if "server" in parts[2:] else "local", "replay": "replay" in parts[2:]}
 
 
 def emulator_worker(env_id, frame_size, frame_stack, seconds, seed, queue):
@@ -139,7 +143,7 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
             str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--train-forward", config["train_forward"],
-            "--inference", config["inference"]]
+            "--inference", config["inference"]] + (["--replay-parameters", REPLAY] if config.get("replay") else [])
     args, settings, meta, _, _ = validate(argv)
     shared_model = fast_layout(build_model(meta), meta, args.channels_last)
     flatten_parameters(shared_model, shared=True)
@@ -177,7 +181,7 @@ def cpu_name():
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
-    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server] ...")
+    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")

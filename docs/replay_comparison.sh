@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Issue 14's comparison: IMPALA on Pong (Nature network, the defaults otherwise), 2M frames a run,
+#   A no replay, B queue 0.5 + standard 0.5, C B with --kl-mask, D queue 0.5 + elite sampling (strategy 3),
+# interleaved by seed (A1 B1 C1 D1 A2 ...) so that a comparison cut short still has every configuration.
+#   bash docs/replay_comparison.sh [SEEDS...]        (default 1 2 3; output in sweeps/replay/<config>-s<seed>)
+# then: python docs/replay_table.py sweeps/replay
+set -u
+cd "$(dirname "$0")/.."
+Q='{"type": "queue", "capacity": 1, "sample_ratio": 0.5}'
+STD='{"type": "standard", "capacity": 1000, "sample_ratio": 0.5}'
+ELITE='{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", "sample_strategy": "elite_sampling", "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0, "elite_sampling_strategy": "strategy3"}'
+SEEDS=("$@"); [ ${#SEEDS[@]} -gt 0 ] || SEEDS=(1 2 3)
+for seed in "${SEEDS[@]}"; do
+  for config in A B C D; do
+    out="sweeps/replay/$config-s$seed"
+    [ -e "$out" ] && { echo "replay_comparison: $out exists, skipped"; continue; }
+    case $config in
+      A) extra=();;
+      B) extra=(--replay-parameters "[$Q, $STD]");;
+      C) extra=(--kl-mask --replay-parameters "[$Q, $STD]");;
+      D) extra=(--replay-parameters "[$Q, $ELITE]");;
+    esac
+    python sweep.py --runs 1 --seed0 "$seed" --frames 2000000 --budgets 1e6 1.5e6 2e6 --out "$out" \
+      -- --algo impala --model nature "${extra[@]}" || exit $?
+  done
+done
