@@ -18,7 +18,7 @@ import retro_env
 from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, frames_per_step, is_atari
 from environment import is_retro, load_env_config, make_env
 from model import FRAME_FORMAT, ModelError, choose_model, feature_size, model_meta
-from replay import DEFAULT_REPLAY_PARAMETERS, check_replay_memory, needs_features, replay_specs
+from replay import DEFAULT_REPLAY_PARAMETERS, check_replay_memory, replay_specs
 from returns import TRUST_REGION_MODES
 from utils import OneLineParser, cpu_has_native_bf16, env_file_name, missing_gpus, usable_cores
 
@@ -124,6 +124,13 @@ def build_parser(suppress_defaults=False):
         help="IMPALA --kl-mask: laser (LASER paper: KL(pi || V-trace's implied policy) per step), kl_pi_mu "
              "(elite_buffer_vtrace: KL(pi || mu) per step) or kl_mu_pi_cut (impala-laser: KL(mu || pi), the rest of "
              "the unroll masked after the first failing step)")
+    add("--clone-losses", action=argparse.BooleanOptionalAction, default=False,
+        help="IMPALA with a replay: CLEAR's behavioural cloning on replayed unrolls (policy: KL from the stored "
+             "behaviour policy to the learner's; value: squared distance to the stored values)")
+    add("--policy-cloning-cost", type=float, default=0.01,
+        help="IMPALA --clone-losses: weight of the policy cloning loss (CLEAR's 0.01)")
+    add("--value-cloning-cost", type=float, default=0.005,
+        help="IMPALA --clone-losses: weight of the value cloning loss (CLEAR's 0.005)")
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
         help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlp for "
              "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
@@ -216,15 +223,18 @@ def check_args(args):
             raise ValueError(f"--batch-size {args.batch_size} is more than the {slots} unroll slots: raise "
                              f"--num-buffers, --workers or --envs-per-worker, or lower --batch-size")
         specs = replay_specs(args.replay_parameters, args.batch_size)
-        if args.inference == "server" and any(needs_features(spec) for spec in specs):
-            raise ValueError("--replay-parameters: elite or attentive sampling by ln_norm/cos_dist needs the actors' "
-                             "features, which --inference server does not return yet: use --inference local or "
-                             "dist_function kl_div")
         if not (args.kl_threshold > 0 and math.isfinite(args.kl_threshold)):
             raise ValueError(f"--kl-threshold must be a finite number > 0, got {args.kl_threshold}")
+        for flag, cost in (("--policy-cloning-cost", args.policy_cloning_cost),
+                           ("--value-cloning-cost", args.value_cloning_cost)):
+            if not (cost >= 0 and math.isfinite(cost)):
+                raise ValueError(f"{flag} must be a finite number >= 0, got {cost}")
+        if args.clone_losses and len(specs) == 1:
+            raise ValueError("--clone-losses clones replayed unrolls, and --replay-parameters has no replay: add a "
+                             "standard or custom one")
     else:
         for flag, value, default in (("--replay-parameters", args.replay_parameters, DEFAULT_REPLAY_PARAMETERS),
-                                     ("--kl-mask", args.kl_mask, False)):
+                                     ("--kl-mask", args.kl_mask, False), ("--clone-losses", args.clone_losses, False)):
             if value != default:
                 raise ValueError(f"{flag} is for --algo impala")
     if is_retro(args.env) and args.envs_per_worker > 1:

@@ -52,7 +52,7 @@ WAIT = 0.002  # seconds between polls of the store: a wait always ends with the 
 class UnrollStore(UnrollSlots):
     """Preallocated shared-memory slots, one unroll of one environment each, ``T = unroll_length`` steps:
     ``obs [T + 1, ...]`` (the last one is where the next unroll starts, and what V-trace bootstraps from),
-    ``actions``, ``rewards``, ``dones``, ``logits [T, A]`` (the behaviour policy), ``hx``/``cx`` (the recurrent state
+    ``actions``, ``rewards``, ``dones``, ``logits [T, A]`` and ``values [T]`` (the behaviour policy's), ``hx``/``cx`` (the recurrent state
     before ``obs[0]``), the weights' ``version`` that acted, and when it was committed (``stamp``, for oldest-first);
     with a replay that ranks by them, ``features [T, F]`` (what the acting network's heads read, for elite
     sampling; F = 0 otherwise). Slots ``[rank * per_actor, (rank + 1) * per_actor)`` belong to actor ``rank``."""
@@ -146,7 +146,7 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
     hx, cx = torch.zeros(batch, meta["hidden_size"]), torch.zeros(batch, meta["hidden_size"])
     actions = torch.zeros((T, batch), dtype=torch.int64)
     rewards, dones = torch.zeros(T, batch), torch.zeros(T, batch)
-    logits_out = torch.zeros((T, batch, meta["num_actions"]))
+    logits_out, values_out = torch.zeros((T, batch, meta["num_actions"])), torch.zeros(T, batch)
     features_out = torch.zeros((T, batch, store.features.shape[-1]))
     with_features = features_out.shape[-1] > 0  # a replay ranks unrolls by them (elite sampling)
     frames_per_unroll = T * batch * args.frames_per_step
@@ -167,11 +167,12 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
             with torch.no_grad(), autocast:
                 for t in range(T):
                     if with_features:
-                        _, logits, (hx, cx), features = policy(obs[t], (hx, cx), with_features=True)
+                        value, logits, (hx, cx), features = policy(obs[t], (hx, cx), with_features=True)
                         features_out[t] = features.float()
                     else:
-                        _, logits, (hx, cx) = policy(obs[t], (hx, cx))
+                        value, logits, (hx, cx) = policy(obs[t], (hx, cx))
                     logits = logits.float()
+                    values_out[t] = value.float()
                     action = F.softmax(logits, -1).multinomial(1).squeeze(1)
                     step_rewards, step_dones, finished = envs.step(action.numpy(), obs_np[t + 1])
                     games += finished
@@ -184,7 +185,7 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
             for j, slot in enumerate(slots):
                 store.obs[slot] = obs[:, j]
                 store.actions[slot], store.rewards[slot], store.dones[slot] = actions[:, j], rewards[:, j], dones[:, j]
-                store.logits[slot] = logits_out[:, j]
+                store.logits[slot], store.values[slot] = logits_out[:, j], values_out[:, j]
                 if with_features:
                     store.features[slot] = features_out[:, j]
                 store.hx[slot], store.cx[slot] = h0[j], c0[j]
@@ -216,6 +217,21 @@ def impala_loss(batch, logits, values, args, mask=None):
     entropy = -(log_policy.exp() * log_policy).sum(-1).sum(0).mean()
     loss = policy_loss + args.value_coef * baseline_loss - args.entropy_coef * entropy
     return loss, policy_loss, baseline_loss, entropy
+
+
+def cloning_losses(batch, logits, values, first_replayed):
+    """CLEAR's behavioural cloning (Rolnick et al. 2019, "Experience Replay for Continual Learning", Section 3) on
+    the replayed unrolls, the batch's columns from ``first_replayed`` on: policy cloning, per step
+    ``KL(mu || pi) = sum_a mu(a) log(mu(a) / pi(a))`` from the stored behaviour logits to the learner's, and value
+    cloning ``(V - V_behaviour)^2`` to the values stored at acting time. Each is summed over time and averaged over
+    the whole batch (a fresh unroll adds 0), as the V-trace losses are, so a replayed step weighs the same in both.
+    Returns (policy cloning, value cloning)."""
+    n = batch["actions"].shape[1]
+    mu_log = F.log_softmax(batch["logits"][:, first_replayed:], -1)
+    pi_log = F.log_softmax(logits[:-1, first_replayed:], -1)
+    policy = (mu_log.exp() * (mu_log - pi_log)).sum() / n
+    value = (values[:-1, first_replayed:] - batch["values"][:, first_replayed:]).pow(2).sum() / n
+    return policy, value
 
 
 def current_view(model, part, device, dist_function):
@@ -321,6 +337,10 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
             state.masked[1] += mask.numel()
             state.masked_recent.value = masked / mask.numel()
         loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args, mask)
+        if args.clone_losses and batch["actions"].shape[1] > need:  # once a replay holds its share
+            policy_cloning, value_cloning = cloning_losses(batch, logits, values, need)
+            loss = loss + args.policy_cloning_cost * policy_cloning + args.value_cloning_cost * value_cloning
+            state.cloning[:] = [policy_cloning.item() / args.num_steps, value_cloning.item() / args.num_steps]
         grad_norm, applied = update(loss)
         if applied:
             weights.publish()
@@ -348,7 +368,7 @@ def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, path
     server = None
     if args.inference == "server":
         server = InferenceServer(ctx, args.workers, args.envs_per_worker, meta["obs_shape"], meta["num_actions"],
-                                 meta["hidden_size"])
+                                 meta["hidden_size"], features)
     parent = os.getpid()
     roles = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
                                   state.frames.value, time.time())),

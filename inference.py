@@ -5,7 +5,8 @@ time. With ``--inference server`` the actors hold no network: at each step an ac
 recurrent state) into its row of the shared ``InferenceServer`` and waits; the **inference** role gathers whatever
 rows are waiting (up to ``--inference-batch`` observations, waiting at most ``--inference-wait`` ms for more once
 one has arrived), runs one forward pass on its device (the GPU when there is one) with the latest published
-weights, and writes each actor's values, logits, new state and the weights' version back. Where it pays: one
+weights, and writes each actor's values, logits, new state (and, when a replay ranks unrolls by them, the features
+the network's heads read) and the weights' version back. Where it pays: one
 model on a GPU instead of a CUDA context per actor, and large batches; on a CPU the actors' own forward passes
 cost no more than the server's, and the hand-off is extra (BENCHMARKS.md).
 
@@ -36,7 +37,7 @@ class InferenceStopped(Exception):
 class InferenceServer:
     """Shared-memory request and answer rows, one per actor (``[actors, envs, ...]``), and the semaphores."""
 
-    def __init__(self, ctx, actors, envs, obs_shape, num_actions, hidden_size):
+    def __init__(self, ctx, actors, envs, obs_shape, num_actions, hidden_size, feature_size=0):
         self.obs = torch.zeros((actors, envs, *obs_shape))
         self.hx_in = torch.zeros((actors, envs, hidden_size))
         self.cx_in = torch.zeros((actors, envs, hidden_size))
@@ -45,6 +46,7 @@ class InferenceServer:
         self.logits = torch.zeros((actors, envs, num_actions))
         self.hx_out = torch.zeros((actors, envs, hidden_size))
         self.cx_out = torch.zeros((actors, envs, hidden_size))
+        self.features = torch.zeros((actors, envs, feature_size))  # F = 0 unless a replay ranks by them
         self.version = torch.zeros(actors, dtype=torch.int64)  # the weights' version that answered
         self.status = torch.zeros(actors, dtype=torch.int8)
         for tensor in vars(self).values():
@@ -56,8 +58,9 @@ class InferenceServer:
 
 class InferenceClient:
     """What an actor acts with under ``--inference server``: called as the model is, ``(obs [n, ...], (hx, cx))``
-    to ``(values [n], logits [n, A], (hx, cx))``, with ``n`` up to its envs. ``unroll_version`` is the oldest
-    weights' version that answered since ``begin_unroll``."""
+    to ``(values [n], logits [n, A], (hx, cx))`` (and ``features [n, F]`` with ``with_features``, when the server
+    computes them), with ``n`` up to its envs. ``unroll_version`` is the oldest weights' version that answered
+    since ``begin_unroll``."""
 
     def __init__(self, server, rank, stop, parent_pid):
         self.server, self.rank, self.stop, self.parent_pid = server, rank, stop, parent_pid
@@ -69,7 +72,7 @@ class InferenceClient:
     def begin_unroll(self):
         self.unroll_version = None
 
-    def __call__(self, obs, state):
+    def __call__(self, obs, state, with_features=False):
         s, r, n = self.server, self.rank, obs.shape[0]
         s.obs[r, :n] = obs
         s.hx_in[r, :n], s.cx_in[r, :n] = state
@@ -83,6 +86,8 @@ class InferenceClient:
         version = int(s.version[r])
         self.unroll_version = version if self.unroll_version is None else min(self.unroll_version, version)
         answer = (s.values[r, :n].clone(), s.logits[r, :n].clone(), (s.hx_out[r, :n].clone(), s.cx_out[r, :n].clone()))
+        if with_features:
+            answer += (s.features[r, :n].clone(),)
         s.status[r] = IDLE
         return answer
 
@@ -132,12 +137,17 @@ def answer(server, model, rows, version, device):
     obs = torch.cat([server.obs[r, :n] for r, n in zip(rows, counts)]).to(device, non_blocking=True)
     hx = torch.cat([server.hx_in[r, :n] for r, n in zip(rows, counts)]).to(device)
     cx = torch.cat([server.cx_in[r, :n] for r, n in zip(rows, counts)]).to(device)
-    values, logits, (hx, cx) = model(obs, (hx, cx))
+    with_features = server.features.shape[-1] > 0
+    out = model(obs, (hx, cx), with_features=with_features)
+    values, logits, (hx, cx) = out[:3]
     values, logits, hx, cx = (t.float().cpu() for t in (values, logits, hx, cx))
+    features = out[3].float().cpu() if with_features else None
     start = 0
     for r, n in zip(rows, counts):
         end = start + n
         server.values[r, :n], server.logits[r, :n] = values[start:end], logits[start:end]
+        if with_features:
+            server.features[r, :n] = features[start:end]
         server.hx_out[r, :n], server.cx_out[r, :n] = hx[start:end], cx[start:end]
         server.version[r] = version
         server.status[r] = ANSWERED  # last: the actor reads its answer only once it is ANSWERED

@@ -317,7 +317,8 @@ class ReplayBuffer(UnrollSlots):
         """Store one unroll (``unroll``: one column of a time-major batch, see ``column``) into ``slot``."""
         self.obs[slot], self.actions[slot] = unroll["obs"], unroll["actions"]
         self.rewards[slot], self.dones[slot] = unroll["rewards"], unroll["dones"]
-        self.logits[slot], self.hx[slot], self.cx[slot] = unroll["logits"], unroll["hx"], unroll["cx"]
+        self.logits[slot], self.values[slot] = unroll["logits"], unroll["values"]
+        self.hx[slot], self.cx[slot] = unroll["hx"], unroll["cx"]
         if self.features.shape[-1]:
             self.features[slot] = unroll["features"]
         self.sample_count[slot] = 0

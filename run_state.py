@@ -80,6 +80,9 @@ class RunState:
         # --kl-mask: steps the trust region masked and steps seen, since the start (the learner writes them)
         self.masked = ctx.RawArray("d", 2)
         self.masked_recent = ctx.RawValue("d", 0.0)  # the fraction masked in the learner's latest batch
+        # --clone-losses: the learner's latest policy and value cloning losses, per step (NaN until the first)
+        self.cloning = ctx.RawArray("d", 2)
+        self.cloning[:] = [math.nan] * 2
 
     def mean_inference_batch(self):
         batches, observations = self.inference[:]

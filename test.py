@@ -96,6 +96,10 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
                         writer.add_scalar(f"impala/policy_lag_{name}", lag, step)
                     if args.kl_mask:  # the share of the latest batch's steps outside the trust region
                         writer.add_scalar("impala/masked_fraction", state.masked_recent.value, step)
+                    policy_cloning, value_cloning = state.cloning[:]
+                    if args.clone_losses and not math.isnan(policy_cloning):
+                        writer.add_scalar("impala/policy_cloning", policy_cloning, step)
+                        writer.add_scalar("impala/value_cloning", value_cloning, step)
                 writer.flush()
 
             if not args.save_max or episode_return >= state.best_return.value:

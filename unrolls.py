@@ -1,6 +1,6 @@
 """The unroll layout that IMPALA's slot store (impala.py ``UnrollStore``) and the replays (replay.py
 ``ReplayBuffer``) share: per slot ``obs [T + 1, ...]``, ``actions``, ``rewards``, ``dones`` ``[T]``, the behaviour
-``logits [T, A]``, the recurrent state ``hx``/``cx`` before ``obs[0]`` and ``features [T, F]`` (F = 0 unless a
+``logits [T, A]`` and ``values [T]`` (CLEAR's cloning losses clone both), the recurrent state ``hx``/``cx`` before ``obs[0]`` and ``features [T, F]`` (F = 0 unless a
 replay ranks by them), in shared memory, allocated once; and their time-major read-out for the learner."""
 
 import torch
@@ -14,6 +14,7 @@ class UnrollSlots:
         self.rewards = torch.zeros((slots, T))
         self.dones = torch.zeros((slots, T))
         self.logits = torch.zeros((slots, T, num_actions))
+        self.values = torch.zeros((slots, T))
         self.hx = torch.zeros((slots, hidden_size))
         self.cx = torch.zeros((slots, hidden_size))
         self.features = torch.zeros((slots, T, feature_size))
@@ -29,7 +30,7 @@ class UnrollSlots:
         ``[n, H]`` states (copies: indexing with a list of slots copies)."""
         batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
                  "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
-                 "logits": self.logits[slots].transpose(0, 1), "hx": self.hx[slots], "cx": self.cx[slots]}
+                 "logits": self.logits[slots].transpose(0, 1), "values": self.values[slots].t(), "hx": self.hx[slots], "cx": self.cx[slots]}
         if self.features.shape[-1]:
             batch["features"] = self.features[slots].transpose(0, 1)
         return batch

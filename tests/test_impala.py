@@ -44,7 +44,8 @@ def fake_batch(T, n, obs_dim, actions, dones=None, hidden=0):
     g = torch.Generator().manual_seed(0)
     return {"obs": torch.randn(T + 1, n, obs_dim, generator=g), "actions": torch.randint(actions, (T, n), generator=g),
             "rewards": torch.randn(T, n, generator=g), "dones": torch.zeros(T, n) if dones is None else dones,
-            "logits": torch.randn(T, n, actions, generator=g), "hx": torch.zeros(n, hidden),
+            "logits": torch.randn(T, n, actions, generator=g), "values": torch.randn(T, n, generator=g),
+            "hx": torch.zeros(n, hidden),
             "cx": torch.zeros(n, hidden)}
 
 

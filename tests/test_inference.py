@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 
 from impala import SharedWeights
 from inference import ANSWERED, ASKED, IDLE, InferenceClient, InferenceServer, InferenceStopped, inference
-from model import build_model, model_meta
+from model import build_model, feature_size, model_meta
 from run_state import RunState
 
 ACTORS, ENVS = 2, 3
@@ -28,7 +28,9 @@ def setup():
     model = build_model(meta)
     model.share_memory()
     state = RunState(ctx, ACTORS)
-    server = InferenceServer(ctx, ACTORS, ENVS, meta["obs_shape"], meta["num_actions"], meta["hidden_size"])
+    # with features (a replay ranks unrolls by them): the clients that do not ask for them get the usual answer
+    server = InferenceServer(ctx, ACTORS, ENVS, meta["obs_shape"], meta["num_actions"], meta["hidden_size"],
+                             feature_size(meta))
     args = argparse.Namespace(seed=0, workers=ACTORS, envs_per_worker=ENVS, gpu_ids=[-1], channels_last=True,
                               bf16=False, inference_batch=0, inference_wait=20.0)
     weights = SharedWeights(ctx, model)
@@ -94,6 +96,13 @@ def test_batched_answers_are_the_networks_own_with_the_latest_weights(setup):
     clients[0].begin_unroll()
     clients[0](obs, hidden)
     assert clients[0].unroll_version == 1  # ... and of the next one
+
+    # elite sampling's features: what the network's heads read, from the same forward pass
+    value, logits, (hx, cx), features = clients[1](obs, hidden, with_features=True)
+    with torch.no_grad():
+        expected = model(obs, hidden, with_features=True)
+    torch.testing.assert_close(features, expected[3])
+    torch.testing.assert_close(logits, expected[1])
 
 
 def test_a_killed_servers_replacement_answers_the_request_it_left(setup):

@@ -98,7 +98,8 @@ def fake_unrolls(n, T=3, obs=2, actions=2, start=0.0):
     values = start + torch.arange(n, dtype=torch.float32)
     return {"obs": values.reshape(1, n, 1).expand(T + 1, n, obs).clone(),
             "actions": torch.zeros(T, n, dtype=torch.int64), "rewards": torch.zeros(T, n),
-            "dones": torch.zeros(T, n), "logits": torch.zeros(T, n, actions), "hx": torch.zeros(n, 0),
+            "dones": torch.zeros(T, n), "logits": torch.zeros(T, n, actions), "values": torch.zeros(T, n),
+            "hx": torch.zeros(n, 0),
             "cx": torch.zeros(n, 0), "features": values.reshape(1, n, 1).expand(T, n, 4).clone()}
 
 

@@ -37,6 +37,9 @@ def replays(*entries):
     (["--replay-parameters", replays(QUEUE, {**STANDARD, "capacity": 10 ** 10})], ["entry 2", "capacity", "GiB"]),
     (["--kl-mask", "--kl-threshold", "0"], ["--kl-threshold"]),
     (["--kl-mask-mode", "raw_logits"], ["--kl-mask-mode"]),
+    (["--clone-losses"], ["--clone-losses", "no replay"]),
+    (["--clone-losses", "--replay-parameters", replays(QUEUE, STANDARD), "--value-cloning-cost", "-1"],
+     ["--value-cloning-cost"]),
 ])
 def test_bad_replay_parameters(flags, words, tmp_path):
     assert_bad_input(run_main(*IMPALA, *flags, *out_dirs(tmp_path), timeout=120), *words)
@@ -46,3 +49,5 @@ def test_replay_parameters_are_for_impala(tmp_path):
     result = run_main("--env", "CartPole-v1", "--replay-parameters", replays(QUEUE, STANDARD), *out_dirs(tmp_path),
                       timeout=120)
     assert_bad_input(result, "--replay-parameters", "impala")
+    result = run_main("--env", "CartPole-v1", "--clone-losses", *out_dirs(tmp_path), timeout=120)
+    assert_bad_input(result, "--clone-losses", "impala")

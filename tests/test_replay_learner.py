@@ -1,11 +1,16 @@
 """Replay in the learner: the network's features, batches that mix fresh and replayed unrolls (never one twice),
-elite scoring with the current network, and the trust-region mask in the loss."""
+elite scoring with the current network, the trust-region mask in the loss, CLEAR's cloning losses, and a whole
+IMPALA run with every replay feature on (elite sampling on features from the inference server)."""
 
 import argparse
+import json
+import math
 
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from impala import UnrollStore, build_batch, impala_loss, replay_scores
+from conftest import out_dirs, read_json, run_main
+from impala import UnrollStore, build_batch, cloning_losses, impala_loss, replay_scores
 from model import build_model, feature_size, model_meta
 from replay import ReplayBuffer, column, replay_specs
 from test_impala import fake_batch
@@ -98,3 +103,54 @@ def test_loss_with_the_mask():
     _, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args, torch.zeros(T, n))
     assert policy_loss.item() == 0.0 and baseline_loss.item() == 0.0
     torch.testing.assert_close(entropy, plain[3])  # the entropy bonus keeps every step
+
+
+def test_cloning_losses_match_the_formula_step_by_step():
+    """CLEAR (Rolnick et al. 2019, Section 3): per replayed step, sum_a mu(a) log(mu(a) / pi(a)) and
+    (V - V_behaviour)^2, summed over time and averaged over the whole batch; fresh columns add nothing."""
+    T, n, A, first_replayed = 4, 5, 3, 2
+    batch = fake_batch(T, n, 3, A)
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(T + 1, n, A, generator=g, requires_grad=True)
+    values = torch.randn(T + 1, n, generator=g, requires_grad=True)
+    policy, value = cloning_losses(batch, logits, values, first_replayed)
+    want_policy = want_value = 0.0
+    for j in range(first_replayed, n):
+        for t in range(T):
+            mu = [math.exp(x) for x in batch["logits"][t, j].tolist()]
+            pi = [math.exp(x) for x in logits[t, j].tolist()]
+            mu, pi = [x / sum(mu) for x in mu], [x / sum(pi) for x in pi]
+            want_policy += sum(m * math.log(m / p) for m, p in zip(mu, pi))
+            want_value += (values[t, j].item() - batch["values"][t, j].item()) ** 2
+    assert math.isclose(policy.item(), want_policy / n, rel_tol=1e-5)
+    assert math.isclose(value.item(), want_value / n, rel_tol=1e-5)
+    (policy + value).backward()
+    assert torch.all(logits.grad[:, :first_replayed] == 0) and torch.all(values.grad[:, :first_replayed] == 0)
+    assert torch.all(logits.grad[-1] == 0) and torch.all(values.grad[-1] == 0)  # the bootstrap step is not cloned
+    assert logits.grad[:-1, first_replayed:].abs().sum() > 0 and values.grad[:-1, first_replayed:].abs().sum() > 0
+
+
+def test_cloning_losses_vanish_where_the_learner_still_acts_as_the_actor_did():
+    T, n, A = 3, 4, 5
+    batch = fake_batch(T, n, 3, A)
+    logits = torch.cat([batch["logits"] + 7.0, torch.zeros(1, n, A)])  # a constant added: the same policy
+    values = torch.cat([batch["values"], torch.zeros(1, n)])
+    policy, value = cloning_losses(batch, logits, values, 0)
+    assert abs(policy.item()) < 1e-5 and value.item() == 0.0
+
+
+def test_an_impala_run_with_every_replay_feature(tmp_path):
+    """Elite sampling ranks by the features the inference server now returns, with the trust region and the
+    cloning losses on: the run ends normally and says what the mask and the cloning did."""
+    elite = {"type": "custom", "capacity": 32, "sample_ratio": 0.5, "dist_function": "ln_norm",
+             "sample_strategy": "elite_sampling", "lambda_batch_multiplier": 2, "elite_sampling_strategy": "strategy3"}
+    replays = f'[{{"type": "queue", "capacity": 1, "sample_ratio": 0.5}}, {json.dumps(elite)}]'
+    result = run_main("--algo", "impala", "--env", "CartPole-v1", "--workers", "2", "--inference", "server",
+                      "--replay-parameters", replays, "--kl-mask", "--clone-losses", "--max-frames", "12000",
+                      *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["stop_reason"] == "max_frames" and summary["inference_batches"] > 0
+    assert summary["masked_of_steps"] > 0 and 0.0 <= summary["masked_fraction"] <= 1.0
+    tags = EventAccumulator(str(tmp_path / "run")).Reload().Tags()["scalars"]
+    assert {"impala/masked_fraction", "impala/policy_cloning", "impala/value_cloning"} <= set(tags)
