@@ -395,25 +395,41 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
         step(store.take(slots), lag)
 
 
+def unroll_features(args, meta):
+    """F, the size of the features the actors store beside the logits: what the heads read where a replay ranks
+    unrolls by them (elite or attentive sampling by ln_norm/cos_dist), else 0."""
+    specs = replay_specs(args.replay_parameters, args.batch_size)
+    return feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
+
+
+def replays_for(args, meta):
+    """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
+    them as its predecessor left them."""
+    specs = replay_specs(args.replay_parameters, args.batch_size)
+    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"],
+                         unroll_features(args, meta)) for spec in specs if spec["type"] != "queue"]
+
+
+def evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds):
+    """The evaluator (test.py), as for A3G, with the run's time and frames at this start."""
+    return test, (args, settings, meta, shared_model, state, os.getpid(), paths, start_seconds,
+                  state.frames.value, time.time())
+
+
 def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
     """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner, the evaluator and, with
     ``--inference server``, the inference role."""
     per_actor = slots_per_actor(args)
-    specs = replay_specs(args.replay_parameters, args.batch_size)
-    features = feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
     store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
-                        meta["hidden_size"], features)
-    # allocated here, once: a replaced learner finds the replays as its predecessor left them
-    replays = [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"],
-                            features) for spec in specs if spec["type"] != "queue"]
+                        meta["hidden_size"], unroll_features(args, meta))
+    replays = replays_for(args, meta)
     weights = SharedWeights(ctx, shared_model)
     server = None
     if args.inference == "server":
         server = InferenceServer(ctx, args.workers, args.envs_per_worker, meta["obs_shape"], meta["num_actions"],
                                  meta["hidden_size"])
     parent = os.getpid()
-    roles = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
-                                  state.frames.value, time.time())),
+    roles = {"evaluator": evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds),
              "learner": (learner, (args, meta, shared_model, optimizer, store, weights, state, parent, replays))}
     for rank in range(args.workers):
         roles[f"actor {rank}"] = (actor, (rank, args, settings, meta, store, weights, server, state, parent))
