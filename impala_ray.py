@@ -29,16 +29,19 @@ joined and left running.
 """
 
 import collections
+import contextlib
 import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 
 import numpy as np
 import ray
 import torch
+from ray._private import ray_constants  # Ray is pinned (requirements-ray.txt): see Cluster.local
 
 from defaults import slots_per_actor
 from impala import Acting, LearnerStep, evaluator_role, local_policy, replays_for, unroll_features
@@ -51,7 +54,8 @@ JOIN_TIMEOUT = 20.0  # seconds to join a cluster at --ray-address before calling
 RESTART_WINDOW = 60.0  # seconds over which actor deaths are counted against --max-restarts, as the supervisor does
 # For every Ray process this run starts: no usage reports. For a local cluster also one node on the loopback
 # address: Ray binds its servers to the node's address, and without this it picks the machine's outward one
-# (ray.init turns 127.0.0.1 into it) and listens on every interface.
+# (ray.init turns 127.0.0.1 into it). The variable is meant for single-node clusters on macOS and Windows; on
+# Linux it means the same: the node's address is 127.0.0.1, and no other node can join.
 QUIET = {"RAY_USAGE_STATS_ENABLED": "0"}
 LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
@@ -70,7 +74,8 @@ class Cluster:
         cores: the shared-memory backend runs ``--workers`` actors whatever the cores too). Ray's processes are
         started with SIGINT blocked, which they inherit: a Ctrl-C in the terminal reaches every process of its
         group, and would kill the cluster under the run; the run stops them itself, in order."""
-        os.environ.update(QUIET, **LOOPBACK_ONLY)
+        os.environ.update(QUIET, **LOOPBACK_ONLY)  # Ray's processes and the learner read it as they import Ray
+        ray_constants.ENABLE_RAY_CLUSTER = False  # what that variable sets, here: this process imported Ray already
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             context = ray.init(num_cpus=workers, num_gpus=0, include_dashboard=False, configure_logging=False,
@@ -101,14 +106,16 @@ class Cluster:
             except Exception as exc:  # a version mismatch, a refused token, ...: Ray's own words, one line
                 failure.append(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
 
-        joining = threading.Thread(target=init, daemon=True)
-        joining.start()
-        joining.join(JOIN_TIMEOUT)
+        joining, said = threading.Thread(target=init, daemon=True), []
+        with stderr_held(said):  # Ray's core logs each failed attempt: the user gets our one line instead
+            joining.start()
+            joining.join(JOIN_TIMEOUT)
         if joining.is_alive():
             raise ValueError(f"--ray-address {address}: something answers there, but no Ray cluster took this run "
                              f"within {JOIN_TIMEOUT:.0f} s (is it the head's GCS port, and the same Ray version?)")
         if failure:
             raise ValueError(f"--ray-address {address}: could not join the Ray cluster ({failure[0]})")
+        sys.stderr.write("".join(said))  # joined: what Ray had to say may matter now
         return cls(address, started=False)
 
     def describe(self):
@@ -122,6 +129,24 @@ class Cluster:
     def stop(self):
         """Disconnect; a cluster this run started is shut down with it (every Ray process it started)."""
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def stderr_held(said):
+    """File descriptor 2 (where Ray's C++ core and its Python logs both write) goes into a temporary file during
+    the block; what was written is appended to ``said`` at its end."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            said.append(held.read().decode(errors="replace"))
 
 
 def start_cluster(args):
