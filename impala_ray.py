@@ -78,7 +78,8 @@ class Cluster:
         ray_constants.ENABLE_RAY_CLUSTER = False  # what that variable sets, here: this process imported Ray already
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            context = ray.init(num_cpus=workers, num_gpus=0, include_dashboard=False, configure_logging=False,
+            # "local": a new cluster, always (with no address Ray would join the one `ray start` last started here)
+            context = ray.init(address="local", num_cpus=workers, num_gpus=0, include_dashboard=False, configure_logging=False,
                                log_to_driver=False)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -115,7 +116,10 @@ class Cluster:
                              f"within {JOIN_TIMEOUT:.0f} s (is it the head's GCS port, and the same Ray version?)")
         if failure:
             raise ValueError(f"--ray-address {address}: could not join the Ray cluster ({failure[0]})")
-        sys.stderr.write("".join(said))  # joined: what Ray had to say may matter now
+        # joined: what Ray had to say may matter now, but for its note that a thread cannot set signal handlers
+        # (this process has its own)
+        sys.stderr.write("".join(line for line in "".join(said).splitlines(keepends=True)
+                                 if not line.startswith("SIGTERM handler is not set")))
         return cls(address, started=False)
 
     def describe(self):
@@ -218,7 +222,9 @@ class ActorFleet:
     that died (its process, its node) or failed is replaced by a new one of the same rank."""
 
     def __init__(self, args, settings, meta, feature_size, weights, state, log):
-        remote = ray.remote(num_cpus=1, max_restarts=0)(Actor)
+        # one CPU each, spread over the nodes (their environments are the CPU work); no restarts by Ray: a new
+        # actor of the same rank is this class's to make, with the latest weights
+        remote = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(Actor)
         self.new_actor = lambda rank: remote.remote(rank, args, settings, meta, feature_size, weights.version,
                                                     [weights.ref])
         self.weights, self.state, self.log, self.max_restarts = weights, state, log, args.max_restarts

@@ -15,7 +15,7 @@ import torch
 
 from conftest import ROOT, out_dirs, read_json, run_main
 from test_end_to_end import session_processes
-from test_faults import evaluator_games, start_run, wait_for
+from test_faults import child_pids, evaluator_games, start_run, wait_for
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is an optional extra (pip install -r requirements-ray.txt)")
@@ -36,9 +36,9 @@ def actor_placements(tmp_path):
     return found
 
 
-def live_commands(session):
-    """The command lines of a session's live processes (a run started with start_new_session: its pid)."""
-    commands = []
+def session_commands(session):
+    """(pid, command line) of a session's live processes (a run started with start_new_session: its pid)."""
+    found = []
     for pid, state in session_processes(session):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -46,8 +46,8 @@ def live_commands(session):
         except OSError:  # gone meanwhile
             continue
         if state != "Z":
-            commands.append(command)
-    return commands
+            found.append((pid, command))
+    return found
 
 
 def test_backend_ray_is_for_impala_and_the_address_for_ray(tmp_path):
@@ -139,7 +139,7 @@ def test_killed_actor_is_replaced_and_the_run_goes_on(tmp_path):
 def test_ctrl_c_or_sigterm_stops_every_ray_process_the_run_started(tmp_path, sig, code):
     proc = start_run(tmp_path, *RAY, "--max-seconds", "120", env=QUIET_RAY)
     wait_for(lambda: len(actor_placements(tmp_path)) == 2 and evaluator_games(tmp_path) >= 1, 90)
-    assert any("raylet" in command for command in live_commands(proc.pid))
+    assert any("raylet" in command for _, command in session_commands(proc.pid))
     if sig == signal.SIGINT:
         os.killpg(proc.pid, sig)  # what Ctrl-C in a terminal does: the whole foreground group
     else:
@@ -148,4 +148,74 @@ def test_ctrl_c_or_sigterm_stops_every_ray_process_the_run_started(tmp_path, sig
     assert proc.returncode == code
     assert read_json(tmp_path / "run" / "summary.json")["stop_reason"] == "interrupted"
     assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["frames"] > 0
-    wait_for(lambda: not live_commands(proc.pid), 30)  # GCS, raylet, workers: none left behind
+    wait_for(lambda: not session_commands(proc.pid), 30)  # GCS, raylet, workers: none left behind
+
+
+@needs_ray
+@pytest.mark.slow
+def test_killed_learner_is_replaced_and_its_actors_go_with_it(tmp_path):
+    proc = start_run(tmp_path, *RAY, "--max-seconds", "45", env=QUIET_RAY)
+    wait_for(lambda: len(actor_placements(tmp_path)) == 2 and evaluator_games(tmp_path) >= 1, 90)
+    old_actors = {pid for _, pid in actor_placements(tmp_path).values()}
+    learner = child_pids(tmp_path)["learner"]
+    os.kill(learner, signal.SIGKILL)
+    wait_for(lambda: child_pids(tmp_path)["learner"] != learner, 15)
+    # Ray ends the dead learner's actors (they belong to its job); the new learner starts its own
+    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") and "ray::" in open(f"/proc/{pid}/cmdline").read()
+                             for pid in old_actors), 60)
+    wait_for(lambda: {pid for _, pid in actor_placements(tmp_path).values()}.isdisjoint(old_actors), 60)
+    games = evaluator_games(tmp_path)
+    wait_for(lambda: evaluator_games(tmp_path) > games + 2, 60)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-2000:]
+    assert f"learner (pid {learner}) was killed by SIGKILL; restarting it" in stderr
+    assert read_json(tmp_path / "run" / "summary.json")["restarts"] == 1
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ray_session(flags, env):
+    """``ray start FLAGS`` in a session of its own; returns the session's id, which finds the node's processes."""
+    ray = os.path.join(os.path.dirname(sys.executable), "ray")
+    starter = subprocess.Popen([ray, "start", *map(str, flags)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env=env, start_new_session=True)
+    output, _ = starter.communicate(timeout=120)
+    assert starter.returncode == 0, output[-2000:]
+    return starter.pid
+
+
+@needs_ray
+@pytest.mark.slow
+def test_two_node_cluster_runs_actors_on_both_and_survives_losing_one(tmp_path):
+    """A user's cluster: a head and a second node on this machine (``ray start``), joined with --ray-address; one
+    actor on each node; the second node's raylet killed mid-run; the cluster left running when the run ends.
+    Ray 2.60 cannot keep a multi-node cluster on the loopback address (it turns 127.0.0.1 into the machine's
+    address, and a second node cannot join a head bound to 127.0.0.1): a token of this test's own keeps others out."""
+    port = free_port()
+    env = {**QUIET_RAY, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.urandom(16).hex()}
+    sessions = []
+    try:
+        for flags in (["--head", "--port", port, "--node-ip-address", "127.0.0.1", "--num-cpus", "2",
+                       "--include-dashboard", "false", "--disable-usage-stats"],
+                      ["--address", f"127.0.0.1:{port}", "--num-cpus", "1"]):
+            sessions.append(ray_session(flags, env))
+        head, second = sessions
+        proc = start_run(tmp_path, *RAY, "--ray-address", f"127.0.0.1:{port}", "--max-seconds", "75", env=env)
+        wait_for(lambda: len({node for node, _ in actor_placements(tmp_path).values()}) == 2, 90)
+        raylet = next(pid for pid, command in session_commands(second) if "raylet" in command)
+        os.kill(raylet, signal.SIGKILL)
+        wait_for(lambda: "replaced by a new actor" in run_log(tmp_path), 60)
+        games = evaluator_games(tmp_path)
+        wait_for(lambda: evaluator_games(tmp_path) > games + 2, 60)
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr[-2000:]
+        assert "2 node(s)" in stdout and read_json(tmp_path / "run" / "summary.json")["restarts"] >= 1
+        assert any("gcs_server" in command for _, command in session_commands(head))  # the user's, still there
+    finally:
+        for session in sessions:
+            for pid, _ in session_commands(session):
+                os.kill(pid, signal.SIGKILL)
