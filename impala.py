@@ -12,9 +12,11 @@ Roles, handed to the supervisor as A3G's are (``impala_roles``):
 - **evaluator**: test.py, exactly as for A3G;
 - **inference** x 1 with ``--inference server``: answers the actors' forward passes in batches (inference.py).
 
-The boundary between the roles is two small objects, ``UnrollStore`` (actors ``claim`` free slots and ``commit``
-full ones; the learner ``take``s a batch) and ``SharedWeights`` (``publish`` / ``fetch`` with a version): a Ray
-backend implements the same two to run the same roles on several machines.
+The roles' work is written once, for both backends: ``Acting`` (one unroll of an actor's environments into plain
+buffers) and ``LearnerStep`` (fresh unrolls -> V-trace update -> ``publish``). This file's backend moves unrolls
+through ``UnrollStore`` (actors ``claim`` free slots and ``commit`` full ones; the learner ``take``s a batch) and
+weights through ``SharedWeights`` (``publish`` / ``fetch`` with a version); impala_ray.py moves the same through
+Ray's object store, to run the actors on several machines.
 
 Why slots with a status byte instead of free/full index queues (TorchBeast's MonoBeast): a multiprocessing queue
 has a lock, and a process killed while holding it (an actor killed mid-``put``) leaves every other process
