@@ -15,7 +15,9 @@ The boundary is the shared-memory backend's, over the object store instead of sl
   store holds a bounded number of unrolls whatever the learner's speed (Ray's own IMPALA crashed with spills and
   out-of-memory errors from unbounded in-flight requests);
 - **the queue**: arrived unrolls wait in a bounded queue of ``--num-buffers`` unrolls (as many as the shared-memory
-  slots); when it is full the oldest is dropped and counted (``dropped_unrolls``), as Ray's newer learners do;
+  slots). While it is full, an actor whose call returns gets no new one (it waits, counted as ``actor_waits``, as
+  a shared-memory actor waits for a free slot: on one machine its CPU goes to the learner), and results still in
+  flight push out the oldest unrolls, dropped and counted (``dropped_unrolls``), as Ray's newer learners do;
 - **weights out, with versions**: each new version of the shared model is published with one ``ray.put`` of its
   flat parameter buffer (a numpy array); every call to an actor carries the latest version number and the
   reference, and the actor fetches the object only when the version changed (``impala.LocalPolicy``);
@@ -74,13 +76,13 @@ class Cluster:
         cores: the shared-memory backend runs ``--workers`` actors whatever the cores too). Ray's processes are
         started with SIGINT blocked, which they inherit: a Ctrl-C in the terminal reaches every process of its
         group, and would kill the cluster under the run; the run stops them itself, in order."""
-        os.environ.update(QUIET, **LOOPBACK_ONLY)  # Ray's processes and the learner read it as they import Ray
+        os.environ.update(QUIET, **LOOPBACK_ONLY)  # Ray's processes and the learner read these as they import Ray
         ray_constants.ENABLE_RAY_CLUSTER = False  # what that variable sets, here: this process imported Ray already
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             # "local": a new cluster, always (with no address Ray would join the one `ray start` last started here)
-            context = ray.init(address="local", num_cpus=workers, num_gpus=0, include_dashboard=False, configure_logging=False,
-                               log_to_driver=False)
+            context = ray.init(address="local", num_cpus=workers, num_gpus=0, include_dashboard=False,
+                               configure_logging=False, log_to_driver=False)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         return cls(context.address_info["gcs_address"], started=True)
@@ -122,13 +124,15 @@ class Cluster:
                                  if not line.startswith("SIGTERM handler is not set")))
         return cls(address, started=False)
 
-    def describe(self):
-        """The start-up line's part about the cluster."""
+    def describe(self, workers):
+        """The start-up line's part about the cluster, with a warning where it has fewer CPUs than actors (one
+        each: the others would wait for room, and so would the learner for their unrolls)."""
         resources = ray.cluster_resources()
         nodes = sum(1 for node in ray.nodes() if node["Alive"])
+        cpus = resources.get("CPU", 0)
         how = "a local Ray cluster" if self.started else "the Ray cluster"
-        return (f"{how} at {self.address}: {nodes} node(s), {resources.get('CPU', 0):g} CPU(s), "
-                f"{resources.get('GPU', 0):g} GPU(s)")
+        short = f" (fewer than the {workers} actors' one each: the rest wait for room)" if cpus < workers else ""
+        return f"{how} at {self.address}: {nodes} node(s), {cpus:g} CPU(s){short}, {resources.get('GPU', 0):g} GPU(s)"
 
     def stop(self):
         """Disconnect; a cluster this run started is shut down with it (every Ray process it started)."""
@@ -217,9 +221,10 @@ class Actor:
 
 
 class ActorFleet:
-    """The learner's hold on the actors: ``--workers`` Ray actors (one CPU each), ``CALLS_PER_ACTOR`` unroll calls
-    outstanding per actor, each finished call followed at once by a new one with the latest weights; an actor
-    that died (its process, its node) or failed is replaced by a new one of the same rank."""
+    """The learner's hold on the actors: ``--workers`` Ray actors (one CPU each), at most ``CALLS_PER_ACTOR``
+    unroll calls outstanding per actor; a finished call leaves its actor idle until ``call_idle`` gives it a new
+    one with the latest weights; an actor that died (its process, its node) or failed is replaced by a new one of
+    the same rank."""
 
     def __init__(self, args, settings, meta, feature_size, weights, state, log):
         # one CPU each, spread over the nodes (their environments are the CPU work); no restarts by Ray: a new
@@ -230,13 +235,15 @@ class ActorFleet:
         self.weights, self.state, self.log, self.max_restarts = weights, state, log, args.max_restarts
         self.actors = {rank: self.new_actor(rank) for rank in range(args.workers)}
         self.calls = {}  # outstanding call -> the rank of its actor
+        self.idle = collections.deque(rank for rank in self.actors for _ in range(CALLS_PER_ACTOR))  # free calls
         self.deaths = collections.deque()
         self.placed = set()  # ranks whose actor's node is logged
-        for rank in self.actors:
-            self.call(rank, CALLS_PER_ACTOR)
+        self.call_idle()
 
-    def call(self, rank, count=1):
-        for _ in range(count):
+    def call_idle(self):
+        """A new call, with the latest weights, for every call an actor has free."""
+        while self.idle:
+            rank = self.idle.popleft()
             self.calls[self.actors[rank].unroll.remote(self.weights.version, [self.weights.ref])] = rank
 
     def collect(self, timeout):
@@ -259,7 +266,7 @@ class ActorFleet:
             if rank not in self.placed:
                 self.placed.add(rank)
                 self.log(f"actor {rank} runs on Ray node {where[0]} (host {where[1]}, pid {where[2]})")
-            self.call(rank)
+            self.idle.append(rank)
             arrived.append((rank, arrays, version, games))
         return arrived
 
@@ -276,11 +283,12 @@ class ActorFleet:
                                f"{RESTART_WINDOW:.0f} s is more than --max-restarts {self.max_restarts}")
         ray.kill(self.actors[rank])  # one that failed but lives would hold its CPU for nothing
         self.calls = {ref: r for ref, r in self.calls.items() if r != rank}
+        self.idle = collections.deque(r for r in self.idle if r != rank)
+        self.idle.extend([rank] * CALLS_PER_ACTOR)
         self.actors[rank] = self.new_actor(rank)
         self.placed.discard(rank)
         self.state.actor_restarts.value += 1
         self.log(f"actor {rank} failed ({type(exc).__name__}: {reason}); replaced by a new actor")
-        self.call(rank, CALLS_PER_ACTOR)
 
     def stop(self):
         for handle in self.actors.values():
@@ -298,6 +306,9 @@ class UnrollQueue:
 
     def __len__(self):
         return len(self.items)
+
+    def full(self):
+        return len(self.items) >= self.capacity
 
     def put(self, arrays, version):
         """Queue each environment's unroll of an actor's ``arrays``; returns how many old ones were dropped."""
@@ -350,11 +361,15 @@ def learner(args, settings, meta, shared_model, optimizer, state, address, log_f
             for rank, arrays, version, games in fleet.collect(0.0 if len(queue) >= step.need else WAIT):
                 state.add(rank, frames_per_unroll, games)
                 state.dropped.value += queue.put(arrays, version)
+                if queue.full():  # this actor gets no new call until there is room: the learner is behind
+                    state.actor_waits.add(rank, 1)
             if args.max_policy_lag is not None:
                 state.dropped.value += queue.drop_older_than(weights.version - args.max_policy_lag)
             if len(queue) >= step.need:
                 fresh, versions = queue.take(step.need)
                 step(fresh, weights.version - versions)
+            if not queue.full():
+                fleet.call_idle()
     finally:
         fleet.stop()
         ray.shutdown()

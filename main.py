@@ -148,7 +148,7 @@ def run(args, settings, meta, resumed, loaded, cluster):
           f"model {meta['model']}, evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a "
           f"core; run directory {args.run_dir}"
           + (f" (resumed at {int(state.frames.value)} frames)" if resumed is not None else "")
-          + (f"; {cluster.describe()}" if cluster is not None else ""), flush=True)
+          + (f"; {cluster.describe(args.workers)}" if cluster is not None else ""), flush=True)
     if args.defaults:
         print(f"a3g: {args.defaults} (a flag given on the command line always wins)", flush=True)
     if args.bf16 and -1 in args.gpu_ids and not cpu_has_native_bf16():
