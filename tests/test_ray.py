@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from conftest import ROOT, out_dirs, read_json, run_main
+from conftest import out_dirs, read_json, run_main
 from test_end_to_end import session_processes
 from test_faults import child_pids, evaluator_games, start_run, wait_for
 
