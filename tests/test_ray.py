@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -68,6 +69,37 @@ def test_backend_ray_without_ray_says_how_to_install_it(tmp_path):
     assert not (tmp_path / "run").exists()  # bad input: nothing written
 
 
+def actor_arrays(T, envs, first, hidden=3):
+    """An actor call's result as ``Acting.unroll`` lays it out, environment ``j``'s observations all ``first + j``."""
+    obs = np.repeat((first + np.arange(envs, dtype=np.float32))[None, :, None], T + 1, axis=0)
+    return {"obs": obs, "actions": np.zeros((T, envs), np.int64), "rewards": np.zeros((T, envs), np.float32),
+            "dones": np.zeros((T, envs), np.float32), "logits": np.zeros((T, envs, 2), np.float32),
+            "features": np.zeros((T, envs, 0), np.float32), "hx": np.zeros((envs, hidden), np.float32),
+            "cx": np.zeros((envs, hidden), np.float32)}
+
+
+@needs_ray
+def test_learner_queue_drops_the_oldest_when_full_and_batches_as_the_slots_do():
+    from impala import UnrollStore
+    from impala_ray import UnrollQueue
+
+    queue = UnrollQueue(capacity=6)
+    assert queue.put(actor_arrays(3, 4, first=0), version=1) == 0
+    assert queue.put(actor_arrays(3, 4, first=10), version=2) == 2  # unrolls 0 and 1 go: the oldest
+    assert queue.full() and queue.drop_older_than(2) == 2  # --max-policy-lag: 2 and 3 were acted by version 1
+    batch, versions = queue.take(3)
+    assert versions.tolist() == [2, 2, 2] and batch["obs"][0, :, 0].tolist() == [10, 11, 12] and len(queue) == 1
+    # the same layout as the shared-memory slots' read-out, which LearnerStep takes from either backend
+    store = UnrollStore(slots=3, per_actor=3, unroll_length=3, obs_shape=[1], num_actions=2, hidden_size=3)
+    slots = store.claim(0, 3)
+    store.write(slots, {k: torch.from_numpy(v[:, :3] if k not in ("hx", "cx") else v[:3])
+                        for k, v in actor_arrays(3, 4, first=10).items()})
+    store.commit(slots, version=2)
+    expected = store.take(store.full())
+    assert {k: v.shape for k, v in batch.items()} == {k: v.shape for k, v in expected.items()}
+    assert all(torch.equal(batch[k], expected[k]) for k in expected)
+
+
 @needs_ray
 def test_unreachable_address_is_bad_input_within_seconds(tmp_path):
     with socket.socket() as probe:  # a port nothing listens on
@@ -116,6 +148,19 @@ def test_ray_run_writes_the_same_run_directory_and_resumes_with_shm_and_back(tmp
                      timeout=300, env=QUIET_RAY)
     assert third.returncode == 0, third.stderr[-2000:]
     assert read_json(run / "summary.json")["frames"] >= 40000
+
+
+@needs_ray
+@pytest.mark.slow
+def test_replay_and_trust_region_sit_on_the_ray_boundary_too(tmp_path):
+    """Elite sampling ranks by the features the actors store: they travel with the Ray actors' unrolls."""
+    replay = ('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "custom", "capacity": 100, '
+              '"sample_ratio": 0.5, "dist_function": "ln_norm", "sample_strategy": "elite_sampling"}]')
+    result = run_main(*RAY, "--replay-parameters", replay, "--kl-mask", "--max-frames", "10000", *out_dirs(tmp_path),
+                      timeout=300, env=QUIET_RAY)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["masked_of_steps"] > 0 and summary["skipped_updates"] == 0
 
 
 @needs_ray
