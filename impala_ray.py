@@ -158,8 +158,13 @@ def stderr_held(said):
 
 
 def start_cluster(args):
-    """The run's cluster: the user's at ``--ray-address``, else a local one."""
-    return Cluster.join(args.ray_address) if args.ray_address else Cluster.local(args.workers)
+    """The run's cluster: the user's at ``--ray-address``, else a local one. A Ctrl-C meanwhile (held back while
+    Ray's processes start, then raised) shuts down whatever had started before it goes on."""
+    try:
+        return Cluster.join(args.ray_address) if args.ray_address else Cluster.local(args.workers)
+    except KeyboardInterrupt:
+        ray.shutdown()
+        raise
 
 
 def connect(address):

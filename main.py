@@ -68,6 +68,8 @@ def main(argv=None):
         except ValueError as exc:
             print(f"main.py: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        except KeyboardInterrupt:  # before anything was built: nothing to save
+            return EXIT_SIGINT
     try:
         return run(args, settings, meta, resumed, loaded, cluster)
     finally:
