@@ -23,6 +23,7 @@ from returns import TRUST_REGION_MODES
 from utils import OneLineParser, cpu_has_native_bf16, env_file_name, missing_gpus, usable_cores
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+MACHINE_FLAGS = ("resume", "run_dir", "load", "gpu_ids", "backend", "ray_address")  # never taken from a resumed run
 BAD_INPUT_ERRORS = (ValueError, ConfigError, ModelError, CheckpointError)  # each one line for the user, exit 2
 
 
@@ -97,6 +98,12 @@ def build_parser(suppress_defaults=False):
     add("--batch-size", type=auto_or(int), default=AUTO,
         help="IMPALA: unrolls per learner step; auto: 8, or all the unroll slots where there are fewer (retro games' "
              "one env per actor)")
+    add("--backend", default="shm", choices=["shm", "ray"],
+        help="IMPALA: how unrolls and weights travel between the roles: shm (shared memory, one machine) or ray "
+             "(actors as Ray actors, on this machine or a cluster; pip install -r requirements-ray.txt)")
+    add("--ray-address", default=None, metavar="HOST:PORT",
+        help="--backend ray: join the Ray cluster whose head is at this address (what `ray start --head` prints) "
+             "instead of starting a local cluster for the run")
     add("--max-policy-lag", type=int, default=None,
         help="IMPALA: drop unrolls whose behaviour policy is more than this many versions old (default: keep all)")
     add("--num-buffers", type=int, default=None,
@@ -183,8 +190,9 @@ def parse_args(argv):
         resumed = load_checkpoint(args.resume, kind="checkpoint")
         # A resumed run keeps its own settings; only flags given now change them. The GPUs are this machine's.
         saved = resumed.get("args") or {}
+        # How the roles travel (--backend, --ray-address) is the machine's too: a ray run resumes on shm unless told.
         for key, value in saved.items():
-            if key not in explicit and key not in ("resume", "run_dir", "load", "gpu_ids") and hasattr(args, key):
+            if key not in explicit and key not in MACHINE_FLAGS and hasattr(args, key):
                 setattr(args, key, value)
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
@@ -237,6 +245,7 @@ def check_args(args):
                                      ("--kl-mask", args.kl_mask, False), ("--clone-losses", args.clone_losses, False)):
             if value != default:
                 raise ValueError(f"{flag} is for --algo impala")
+    check_backend(args)
     if is_retro(args.env) and args.envs_per_worker > 1:
         raise ValueError(f"--envs-per-worker {args.envs_per_worker}: stable-retro runs one emulator per process, so "
                          f"retro games take 1 env per worker; use --workers for more emulators")
@@ -274,6 +283,24 @@ def check_args(args):
         if missing:
             raise ValueError(f"--gpu-ids {missing} not available: this machine has {count} CUDA device(s) "
                              f"(use --gpu-ids -1 for the CPU)")
+
+
+def check_backend(args):
+    """--backend ray: IMPALA's roles only, local inference, and Ray installed (an optional extra)."""
+    if args.backend == "shm":
+        if args.ray_address is not None:
+            raise ValueError("--ray-address is for --backend ray")
+        return
+    if args.algo != "impala":
+        raise ValueError("--backend ray runs IMPALA's roles: add --algo impala")
+    if args.inference == "server":
+        raise ValueError("--inference server is for --backend shm: with --backend ray each actor acts with its own "
+                         "copy of the weights (--inference local)")
+    try:
+        import ray  # noqa: F401  (only to learn whether it is there: main.py imports it when the run starts)
+    except ImportError as exc:
+        raise ValueError(f"--backend ray needs Ray, which is not installed here ({exc}): "
+                         f"pip install -r requirements-ray.txt") from None
 
 
 def environment_setup(args):

@@ -85,7 +85,7 @@ def resolve_defaults(args, family, on_gpu, native_bf16):
     pick("train_forward", "batched" if on_gpu or model not in RECURRENT_MODELS else "stepped")
     pick("reward_clipping", "abs_one" if frames else "none")
     if args.algo == "impala":
-        pick("inference", "server" if on_gpu else "local")
+        pick("inference", "server" if on_gpu and args.backend == "shm" else "local")  # ray: each actor its own copy
         pick("batch_size", min(8, slots_per_actor(args) * args.workers))
     else:  # A3G has no inference role and no batches: resolved quietly, so that args.json holds no auto
         args.inference = "local" if args.inference == AUTO else args.inference

@@ -12,9 +12,11 @@ Roles, handed to the supervisor as A3G's are (``impala_roles``):
 - **evaluator**: test.py, exactly as for A3G;
 - **inference** x 1 with ``--inference server``: answers the actors' forward passes in batches (inference.py).
 
-The boundary between the roles is two small objects, ``UnrollStore`` (actors ``claim`` free slots and ``commit``
-full ones; the learner ``take``s a batch) and ``SharedWeights`` (``publish`` / ``fetch`` with a version): a Ray
-backend implements the same two to run the same roles on several machines.
+The roles' work is written once, for both backends: ``Acting`` (one unroll of an actor's environments into plain
+buffers) and ``LearnerStep`` (fresh unrolls -> V-trace update -> ``publish``). This file's backend moves unrolls
+through ``UnrollStore`` (actors ``claim`` free slots and ``commit`` full ones; the learner ``take``s a batch) and
+weights through ``SharedWeights`` (``publish`` / ``fetch`` with a version); impala_ray.py moves the same through
+Ray's object store, to run the actors on several machines.
 
 Why slots with a status byte instead of free/full index queues (TorchBeast's MonoBeast): a multiprocessing queue
 has a lock, and a process killed while holding it (an actor killed mid-``put``) leaves every other process
@@ -82,6 +84,18 @@ class UnrollStore(UnrollSlots):
         self.status[free] = WRITING
         return free
 
+    def write(self, slots, unroll):
+        """Copy an actor's unroll (``Acting.unroll``: env ``j`` into ``slots[j]``) into its claimed slots."""
+        with_features = self.features.shape[-1] > 0
+        for j, slot in enumerate(slots):
+            self.obs[slot] = unroll["obs"][:, j]
+            self.actions[slot], self.rewards[slot] = unroll["actions"][:, j], unroll["rewards"][:, j]
+            self.dones[slot], self.logits[slot] = unroll["dones"][:, j], unroll["logits"][:, j]
+            self.values[slot] = unroll["values"][:, j]
+            if with_features:
+                self.features[slot] = unroll["features"][:, j]
+            self.hx[slot], self.cx[slot] = unroll["hx"][j], unroll["cx"][j]
+
     def commit(self, slots, version):
         self.version[slots] = version
         self.stamp[slots] = time.monotonic()
@@ -130,26 +144,80 @@ class SharedWeights:
         return version
 
 
+class Acting:
+    """An actor's side of the boundary, the same for both backends: its environments, the policy it acts with
+    (``LocalPolicy`` or ``InferenceClient``) and one unroll's buffers, allocated once. ``unroll()`` plays
+    ``T = --unroll-length`` steps in each of its ``--envs-per-worker`` environments and returns the unroll; how it
+    travels to the learner (a slot of the shared ``UnrollStore``, or a Ray object) is the backend's business."""
+
+    def __init__(self, args, settings, meta, policy, rank, feature_size, bf16):
+        batch, T = args.envs_per_worker, args.num_steps
+        self.envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch,
+                                clip_rewards=args.reward_clipping == "abs_one")
+        self.policy, self.T, self.gamma = policy, T, args.gamma
+        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+        self.obs = torch.zeros((T + 1, batch) + self.envs.first_obs.shape[1:])
+        self.obs_np = self.obs.numpy()
+        self.obs_np[-1] = self.envs.first_obs
+        self.hx, self.cx = torch.zeros(batch, meta["hidden_size"]), torch.zeros(batch, meta["hidden_size"])
+        self.actions = torch.zeros((T, batch), dtype=torch.int64)
+        self.rewards, self.dones = torch.zeros(T, batch), torch.zeros(T, batch)
+        self.logits, self.values = torch.zeros((T, batch, meta["num_actions"])), torch.zeros(T, batch)
+        self.features = torch.zeros((T, batch, feature_size))  # F = 0 unless a replay ranks by them
+        self.frames = T * batch * args.frames_per_step  # emulator frames per unroll
+
+    def unroll(self):
+        """One unroll of every environment, time-major: ``{"obs": [T + 1, B, ...], "actions", "rewards", "dones":
+        [T, B], "logits": [T, B, A], "values": [T, B], "features": [T, B, F], "hx", "cx": [B, H]}`` (the state before ``obs[0]``),
+        then the weights' version that acted and the games finished. The tensors are this object's buffers: the
+        next call overwrites them."""
+        policy, envs, obs, obs_np = self.policy, self.envs, self.obs, self.obs_np
+        with_features = self.features.shape[-1] > 0
+        policy.begin_unroll()
+        obs_np[0] = obs_np[-1]  # where the previous unroll left off
+        h0, c0 = self.hx, self.cx
+        hx, cx = h0, c0
+        games = 0
+        with torch.no_grad(), self.autocast:
+            for t in range(self.T):
+                if with_features:
+                    value, logits, (hx, cx), features = policy(obs[t], (hx, cx), with_features=True)
+                    self.features[t] = features.float()
+                else:
+                    value, logits, (hx, cx) = policy(obs[t], (hx, cx))
+                logits = logits.float()
+                self.values[t] = value.float()
+                action = F.softmax(logits, -1).multinomial(1).squeeze(1)
+                step_rewards, step_dones, finished = envs.step(action.numpy(), obs_np[t + 1])
+                games += finished
+                self.actions[t], self.logits[t] = action, logits
+                self.rewards[t], self.dones[t] = torch.from_numpy(step_rewards), torch.from_numpy(step_dones)
+                if step_dones.any():
+                    self.rewards[t] += time_limit_bootstrap(policy, envs, (hx, cx), self.gamma, "cpu")
+                keep = (1.0 - self.dones[t]).unsqueeze(1)
+                hx, cx = hx * keep, cx * keep
+        self.hx, self.cx = hx, cx
+        unroll = {"obs": obs, "actions": self.actions, "rewards": self.rewards, "dones": self.dones,
+                  "logits": self.logits, "values": self.values, "features": self.features, "hx": h0, "cx": c0}
+        return unroll, policy.unroll_version, games
+
+
+def local_policy(args, meta, weights):
+    """``--inference local``: the actor's own CPU copy of the weights, refreshed from ``weights`` (the shared
+    model here, the latest Ray object with the Ray backend)."""
+    return LocalPolicy(fast_layout(build_model(meta), meta, args.channels_last).eval(), weights)
+
+
 def actor(rank, args, settings, meta, store, weights, server, state, parent_pid):
+    """The shared-memory actor: claim this actor's free slots, play an unroll into them, commit them."""
     setup_child_process(args.seed + rank, parent_pid)
     store.recover(rank)
-    batch, T = args.envs_per_worker, args.num_steps
-    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=args.reward_clipping == "abs_one")
-    if server is None:  # --inference local: this actor's own copy of the weights
-        policy = LocalPolicy(fast_layout(build_model(meta), meta, args.channels_last).eval(), weights)
+    if server is None:
+        policy = local_policy(args, meta, weights)
     else:
         policy = InferenceClient(server, rank, state.stop, parent_pid)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16 and server is None)
-    obs = torch.zeros((T + 1, batch) + envs.first_obs.shape[1:])
-    obs_np = obs.numpy()
-    obs_np[-1] = envs.first_obs
-    hx, cx = torch.zeros(batch, meta["hidden_size"]), torch.zeros(batch, meta["hidden_size"])
-    actions = torch.zeros((T, batch), dtype=torch.int64)
-    rewards, dones = torch.zeros(T, batch), torch.zeros(T, batch)
-    logits_out, values_out = torch.zeros((T, batch, meta["num_actions"])), torch.zeros(T, batch)
-    features_out = torch.zeros((T, batch, store.features.shape[-1]))
-    with_features = features_out.shape[-1] > 0  # a replay ranks unrolls by them (elite sampling)
-    frames_per_unroll = T * batch * args.frames_per_step
+    acting = Acting(args, settings, meta, policy, rank, store.features.shape[-1], args.bf16 and server is None)
+    batch = args.envs_per_worker
     try:
         while not state.stop.is_set() and parent_alive(parent_pid):
             slots = store.claim(rank, batch)
@@ -160,37 +228,10 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
                     slots = store.claim(rank, batch)
                 if slots is None:
                     break
-            policy.begin_unroll()
-            obs_np[0] = obs_np[-1]
-            h0, c0 = hx, cx
-            games = 0
-            with torch.no_grad(), autocast:
-                for t in range(T):
-                    if with_features:
-                        value, logits, (hx, cx), features = policy(obs[t], (hx, cx), with_features=True)
-                        features_out[t] = features.float()
-                    else:
-                        value, logits, (hx, cx) = policy(obs[t], (hx, cx))
-                    logits = logits.float()
-                    values_out[t] = value.float()
-                    action = F.softmax(logits, -1).multinomial(1).squeeze(1)
-                    step_rewards, step_dones, finished = envs.step(action.numpy(), obs_np[t + 1])
-                    games += finished
-                    actions[t], logits_out[t] = action, logits
-                    rewards[t], dones[t] = torch.from_numpy(step_rewards), torch.from_numpy(step_dones)
-                    if step_dones.any():
-                        rewards[t] += time_limit_bootstrap(policy, envs, (hx, cx), args.gamma, "cpu")
-                    keep = (1.0 - dones[t]).unsqueeze(1)
-                    hx, cx = hx * keep, cx * keep
-            for j, slot in enumerate(slots):
-                store.obs[slot] = obs[:, j]
-                store.actions[slot], store.rewards[slot], store.dones[slot] = actions[:, j], rewards[:, j], dones[:, j]
-                store.logits[slot], store.values[slot] = logits_out[:, j], values_out[:, j]
-                if with_features:
-                    store.features[slot] = features_out[:, j]
-                store.hx[slot], store.cx[slot] = h0[j], c0[j]
-            store.commit(slots, policy.unroll_version)
-            state.add(rank, frames_per_unroll, games)
+            unroll, version, games = acting.unroll()
+            store.write(slots, unroll)
+            store.commit(slots, version)
+            state.add(rank, acting.frames, games)
     except InferenceStopped:  # the run stopped while this actor waited for the inference server
         pass
 
@@ -282,51 +323,53 @@ def run_progress(args, state, started):
     return min(done, 1.0)
 
 
-def build_batch(store, slots, replays, generator, progress, model, device):
-    """The learner's batch: the fresh unrolls in ``slots`` (freed), then each ready replay's ``count`` samples.
-    Returns (batch, fresh unrolls, the replays' insertion scores)."""
-    fresh = store.take(slots)
+def build_batch(fresh, replays, generator, progress, model, device):
+    """The learner's batch: the ``fresh`` unrolls, then each ready replay's ``count`` samples. Returns (batch, the
+    replays' insertion scores)."""
     parts, insert_scores = [fresh], []
     for replay in replays:
         sample_score, elite_score = replay_scores(replay, model, device, fresh)
         insert_scores.append(elite_score)
         if replay.ready():
             parts.append(replay.take(replay.sample(generator, progress, sample_score)))
-    return concat(parts), fresh, insert_scores
+    return concat(parts), insert_scores
 
 
-def learner(args, meta, shared_model, optimizer, store, weights, state, parent_pid, replays=()):
-    setup_child_process(args.seed + args.workers + 1, parent_pid)
-    device = device_for(args.gpu_ids, 0)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    if optimizer is None:  # --no-shared-optimizer: the learner is the only one stepping anyway
-        optimizer = optimizer_for(args, shared_model.parameters(), False)
-    model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
-    replica = Replica(shared_model, model)
-    update = Update(replica, optimizer, args, state, 0)
-    generator = torch.Generator().manual_seed(args.seed + args.workers + 1)  # the replays' sampling
-    queue_count = args.batch_size - sum(replay.count for replay in replays)
-    started, step = time.monotonic(), 0
-    while not state.stop.is_set() and parent_alive(parent_pid):
-        full = store.full()
-        lag = weights.version - store.version[full]
-        stale = full[lag > args.max_policy_lag] if args.max_policy_lag is not None else full[:0]
-        if len(stale):  # too old to correct well: dropped, counted
-            store.release(stale)
-            state.dropped.value += len(stale)
-            continue
-        # fresh unrolls: the queue's share, plus the share of each replay that does not hold enough yet
-        need = queue_count + sum(replay.count for replay in replays if not replay.ready())
-        if len(full) < need:
-            time.sleep(WAIT)
-            continue
-        slots = full[:need]
-        lag = (weights.version - store.version[slots]).double()
-        replica.pull()
-        batch, fresh, insert_scores = build_batch(store, slots, replays, generator,
-                                                  run_progress(args, state, started), model, device)
-        logits, values = learner_forward(model, batch, device)
+class LearnerStep:
+    """The learner's side of the boundary, the same for both backends: ``step(fresh, lag)`` turns ``need`` fresh
+    unrolls (time-major, as ``UnrollSlots.read`` gives them) and the replays' samples into one V-trace update of
+    the shared model (through a replica on the learner's device) and publishes the new weights with
+    ``weights.publish()``. Where the fresh unrolls come from (the slots, or Ray objects) and how a published
+    version reaches the actors is the backend's business."""
+
+    def __init__(self, args, meta, shared_model, optimizer, weights, state, replays=()):
+        self.args, self.weights, self.state, self.replays = args, weights, state, replays
+        self.device = device_for(args.gpu_ids, 0)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        if optimizer is None:  # --no-shared-optimizer: the learner is the only one stepping anyway
+            optimizer = optimizer_for(args, shared_model.parameters(), False)
+        self.model = fast_layout(build_model(meta).to(self.device), meta, args.channels_last)
+        self.replica = Replica(shared_model, self.model)
+        self.update = Update(self.replica, optimizer, args, state, 0)
+        self.generator = torch.Generator().manual_seed(args.seed + args.workers + 1)  # the replays' sampling
+        self.queue_count = args.batch_size - sum(replay.count for replay in replays)
+        self.started, self.steps = time.monotonic(), 0
+
+    @property
+    def need(self):
+        """Fresh unrolls the next batch takes: the queue's share, plus the share of each replay that does not
+        hold enough yet."""
+        return self.queue_count + sum(replay.count for replay in self.replays if not replay.ready())
+
+    def __call__(self, fresh, lag):
+        """One update from ``fresh`` (``need`` unrolls) whose behaviour policies are ``lag`` (``[need]``) versions
+        behind."""
+        args, state, device = self.args, self.state, self.device
+        self.replica.pull()
+        batch, insert_scores = build_batch(fresh, self.replays, self.generator,
+                                           run_progress(args, state, self.started), self.model, device)
+        logits, values = learner_forward(self.model, batch, device)
         batch = {k: v.to(device) for k, v in batch.items()}
         mask = None
         if args.kl_mask:
@@ -337,41 +380,81 @@ def learner(args, meta, shared_model, optimizer, store, weights, state, parent_p
             state.masked[1] += mask.numel()
             state.masked_recent.value = masked / mask.numel()
         loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args, mask)
+        need = len(lag)
         if args.clone_losses and batch["actions"].shape[1] > need:  # once a replay holds its share
             policy_cloning, value_cloning = cloning_losses(batch, logits, values, need)
             loss = loss + args.policy_cloning_cost * policy_cloning + args.value_cloning_cost * value_cloning
             state.cloning[:] = [policy_cloning.item() / args.num_steps, value_cloning.item() / args.num_steps]
-        grad_norm, applied = update(loss)
+        grad_norm, applied = self.update(loss)
         if applied:
-            weights.publish()
-        step += 1
-        for replay, score in zip(replays, insert_scores):  # after the batch: no unroll twice in one batch
-            for j in range(need):
-                replay.put(replay.insert_slot(generator, score), column(fresh, j), step)
+            self.weights.publish()
+        self.steps += 1
+        for replay, score in zip(self.replays, insert_scores):  # after the batch: no unroll twice in one batch
+            for j in range(len(lag)):
+                replay.put(replay.insert_slot(self.generator, score), column(fresh, j), self.steps)
         T = args.num_steps
         state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T, grad_norm.item()]
+        lag = lag.double()
         state.policy_lag[:] = [lag.min().item(), lag.mean().item(), lag.max().item()]
+
+
+def learner(args, meta, shared_model, optimizer, store, weights, state, parent_pid, replays=()):
+    """The shared-memory learner: the oldest full slots (too old ones dropped), one ``LearnerStep`` each batch."""
+    setup_child_process(args.seed + args.workers + 1, parent_pid)
+    step = LearnerStep(args, meta, shared_model, optimizer, weights, state, replays)
+    while not state.stop.is_set() and parent_alive(parent_pid):
+        full = store.full()
+        lag = weights.version - store.version[full]
+        stale = full[lag > args.max_policy_lag] if args.max_policy_lag is not None else full[:0]
+        if len(stale):  # too old to correct well: dropped, counted
+            store.release(stale)
+            state.dropped.value += len(stale)
+            continue
+        need = step.need
+        if len(full) < need:
+            time.sleep(WAIT)
+            continue
+        slots = full[:need]
+        lag = weights.version - store.version[slots]
+        step(store.take(slots), lag)
+
+
+def unroll_features(args, meta):
+    """F, the size of the features the actors store beside the logits: what the heads read where a replay ranks
+    unrolls by them (elite or attentive sampling by ln_norm/cos_dist), else 0."""
+    specs = replay_specs(args.replay_parameters, args.batch_size)
+    return feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
+
+
+def replays_for(args, meta):
+    """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
+    them as its predecessor left them."""
+    specs = replay_specs(args.replay_parameters, args.batch_size)
+    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"],
+                         unroll_features(args, meta)) for spec in specs if spec["type"] != "queue"]
+
+
+def evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds):
+    """The evaluator (test.py), as for A3G, with the run's time and frames at this start."""
+    return test, (args, settings, meta, shared_model, state, os.getpid(), paths, start_seconds,
+                  state.frames.value, time.time())
 
 
 def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
     """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner, the evaluator and, with
     ``--inference server``, the inference role."""
     per_actor = slots_per_actor(args)
-    specs = replay_specs(args.replay_parameters, args.batch_size)
-    features = feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
+    features = unroll_features(args, meta)
     store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
                         meta["hidden_size"], features)
-    # allocated here, once: a replaced learner finds the replays as its predecessor left them
-    replays = [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"],
-                            features) for spec in specs if spec["type"] != "queue"]
+    replays = replays_for(args, meta)
     weights = SharedWeights(ctx, shared_model)
     server = None
     if args.inference == "server":
         server = InferenceServer(ctx, args.workers, args.envs_per_worker, meta["obs_shape"], meta["num_actions"],
                                  meta["hidden_size"], features)
     parent = os.getpid()
-    roles = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
-                                  state.frames.value, time.time())),
+    roles = {"evaluator": evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds),
              "learner": (learner, (args, meta, shared_model, optimizer, store, weights, state, parent, replays))}
     for rank in range(args.workers):
         roles[f"actor {rank}"] = (actor, (rank, args, settings, meta, store, weights, server, state, parent))

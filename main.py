@@ -8,7 +8,8 @@ This file wires a run together: the checked flags (config.py), the shared model 
 (run_dir.py), A3G's roles -- the workers (train.py) and the evaluator (test.py) -- handed to the supervisor
 (supervisor.py), which watches them and enforces the limits; on every way out it stops them all, writes
 checkpoint.pt (checkpoints.py) and summary.json, and exits with 0 (limit or solved), 1 (crash), 2 (bad input) or
-130/143 (Ctrl-C / SIGTERM).
+130/143 (Ctrl-C / SIGTERM). With ``--algo impala --backend ray`` it also starts (or joins) the Ray cluster first
+and stops (or leaves) it last (impala_ray.py).
 """
 
 import os
@@ -58,7 +59,27 @@ def main(argv=None):
     except BAD_INPUT_ERRORS as exc:
         print(f"main.py: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    cluster = None
+    if args.backend == "ray":  # joining the user's cluster is the last check of the input
+        from impala_ray import start_cluster  # Ray is an optional extra: imported only when asked for
 
+        try:
+            cluster = start_cluster(args)
+        except ValueError as exc:
+            print(f"main.py: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt:  # before anything was built: nothing to save
+            return EXIT_SIGINT
+    try:
+        return run(args, settings, meta, resumed, loaded, cluster)
+    finally:
+        if cluster is not None:  # after the final save: a cluster the run started goes with it, a joined one stays
+            cluster.stop()
+
+
+def run(args, settings, meta, resumed, loaded, cluster):
+    """The run itself, once the input is known good: shared state, run directory, roles, supervision, final save
+    and summary; returns the exit code."""
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     # in the replicas' layout, its parameters views of one flat shared buffer: a replica syncs in one copy
@@ -128,7 +149,8 @@ def main(argv=None):
     print(f"a3g: training {args.env} ({args.algo}) with {roles_line} on {', '.join(device_names)}, "
           f"model {meta['model']}, evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a "
           f"core; run directory {args.run_dir}"
-          + (f" (resumed at {int(state.frames.value)} frames)" if resumed is not None else ""), flush=True)
+          + (f" (resumed at {int(state.frames.value)} frames)" if resumed is not None else "")
+          + (f"; {cluster.describe(args.workers)}" if cluster is not None else ""), flush=True)
     if args.defaults:
         print(f"a3g: {args.defaults} (a flag given on the command line always wins)", flush=True)
     if args.bf16 and -1 in args.gpu_ids and not cpu_has_native_bf16():
@@ -136,7 +158,11 @@ def main(argv=None):
               "not faster", file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGTERM, raise_terminated)
-    if args.algo == "impala":
+    if cluster is not None:
+        from impala_ray import ray_roles
+
+        roles = ray_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds, cluster.address)
+    elif args.algo == "impala":
         roles = impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
     else:
         roles = a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
@@ -165,7 +191,7 @@ def main(argv=None):
             "best_mean_return": finite_or_none(state.best_mean_return.value),
             "solved": bool(state.solved.value),
             "stop_reason": reason,
-            "restarts": supervisor.restarts,
+            "restarts": supervisor.restarts + int(state.actor_restarts.value),  # Ray's actors are the learner's
             "skipped_updates": int(state.nonfinite.value),
         }
         if args.algo == "impala":

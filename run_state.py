@@ -76,6 +76,7 @@ class RunState:
         self.policy_lag = ctx.RawArray("d", 3)
         self.dropped = ctx.RawValue("q", 0)
         self.actor_waits = SlotCounter(ctx, "q", workers)
+        self.actor_restarts = ctx.RawValue("q", 0)  # --backend ray: actors the learner replaced
         self.inference = ctx.RawArray("d", 2)  # --inference server: batches answered, observations in them
         # --kl-mask: steps the trust region masked and steps seen, since the start (the learner writes them)
         self.masked = ctx.RawArray("d", 2)

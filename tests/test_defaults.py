@@ -14,6 +14,7 @@ def auto_args(**given):
              "reward_clipping"]
     return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), algo=given.pop("algo", "a3g"),
                               workers=given.pop("workers", 2), num_buffers=given.pop("num_buffers", None),
+                              backend=given.pop("backend", "shm"),
                               **{n: given.get(n, AUTO) for n in names + ["inference", "batch_size"]})
 
 
@@ -52,9 +53,10 @@ def test_impala_batch_size_fits_the_slots(family, expected):
     assert args.batch_size == 16
 
 
-@pytest.mark.parametrize("gpu, expected", [(False, "local"), (True, "server")])
-def test_impala_inference_default(gpu, expected):
-    args = auto_args(algo="impala")
+@pytest.mark.parametrize("gpu, backend, expected", [(False, "shm", "local"), (True, "shm", "server"),
+                                                     (True, "ray", "local")])
+def test_impala_inference_default(gpu, backend, expected):
+    args = auto_args(algo="impala", backend=backend)
     resolve_defaults(args, family="atari", on_gpu=gpu, native_bf16=False)
     assert args.inference == expected
     args = auto_args(algo="impala", inference="server")

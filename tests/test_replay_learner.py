@@ -53,7 +53,8 @@ def test_batches_mix_fresh_and_replayed_unrolls_never_twice():
     for step in range(5):
         fill_store(store, 0, 4, start=10 * step)
         need = 2 + (0 if replay.ready() else 2)  # while the replay is empty, its share is fresh too
-        batch, fresh, _ = build_batch(store, store.full()[:need], [replay], g, 0.0, model, "cpu")
+        fresh = store.take(store.full()[:need])
+        batch, _ = build_batch(fresh, [replay], g, 0.0, model, "cpu")
         ids = batch["obs"][0, :, 0].tolist()
         assert len(ids) == B and len(set(ids)) == B  # always --batch-size unrolls, each once
         assert ids[:need] == [10 * step + i for i in range(need)]  # fresh first
