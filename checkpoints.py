@@ -88,7 +88,11 @@ def load_checkpoint(path, kind=None):
         path = os.path.join(path, "checkpoint.pt")
     if not os.path.isfile(path):
         raise CheckpointError(f"{path} not found")
-    if not zipfile.is_zipfile(path):  # torch.save writes zip archives; anything else would give a misleading error
+    try:  # torch.save writes zip archives; anything else would give a misleading error
+        is_zip = zipfile.is_zipfile(path)
+    except zipfile.BadZipFile:  # is_zipfile itself raises on some damaged end records (a "multi-disk" ZIP64 one)
+        is_zip = False
+    if not is_zip:
         raise CheckpointError(f"{path} is not a torch checkpoint (empty, truncated or another format)")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)

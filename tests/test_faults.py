@@ -171,6 +171,21 @@ def test_fuzzed_checkpoint_files_are_rejected_cleanly(cartpole_run, tmp_path):
             assert loaded["kind"] == "checkpoint"
 
 
+def test_a_damaged_zip64_end_record_is_rejected_cleanly(tmp_path):
+    """zipfile.is_zipfile raises (instead of answering False) on a ZIP64 locator that names several disks: one
+    fuzzed checkpoint in a few hundred hit it."""
+    import struct
+
+    from checkpoints import CheckpointError, load_checkpoint
+
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 1, 0, 2)  # disk 1 of 2
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0, 0, 0, 0, 0)
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(b"junk" + locator + end)
+    with pytest.raises(CheckpointError, match="not a torch checkpoint"):
+        load_checkpoint(path)
+
+
 FLAG_VALUES = {
     "--workers": ["0", "-1", "1", "x", "1e3"], "--num-steps": ["0", "-5", "3", "2.5"],
     "--lr": ["0", "-1", "1e-4", "inf", "nan", "abc"], "--gamma": ["0", "1", "1.01", "-0.5", "0.9"],
