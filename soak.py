@@ -68,6 +68,15 @@ def progress_fps(path, t0, t1):
     return (window[-1][1] - window[0][1]) / max(window[-1][0] - window[0][0], 1e-9)
 
 
+def evaluated(path):
+    """Whether progress.csv holds a game: the evaluator has played one, so every role has started."""
+    try:
+        with open(path) as f:
+            return sum(1 for _ in f) > 1
+    except OSError:
+        return False
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=600)
@@ -91,7 +100,8 @@ def main():
         now = {pid: sample(pid) for pid in descendants(proc.pid)}
         now = {pid: s for pid, s in now.items() if s}
         shm = len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
-        samples.append({"t": time.monotonic() - start, "procs": now, "shm": shm})
+        samples.append({"t": time.monotonic() - start, "procs": now, "shm": shm,
+                        "up": evaluated(f"{out}/run/progress.csv")})
         total_rss = sum(s["rss_mb"] for s in now.values())
         print(f"soak: t={samples[-1]['t']:.0f}s processes={len(now)} rss={total_rss:.0f} MB "
               f"fds={sum(s['fds'] for s in now.values())} shm={shm}", flush=True)
@@ -101,9 +111,10 @@ def main():
         for pid, info in s["procs"].items():
             key = f"{role(info['cmd'], pid, proc.pid)} {pid}"
             peak[key] = max(peak.get(key, 0.0), info["rss_mb"])
-    # the baseline is taken after warm-up (a quarter of the run): start-up imports and first allocations are done
+    # the baseline is taken after warm-up (a quarter of the run, and once the evaluator has logged a game): start-up
+    # imports and first allocations are done, also on a loaded machine where starting takes longer
     live = [s for s in samples if len(s["procs"]) > 2]
-    warm = [s for s in live if s["t"] >= args.seconds / 4]
+    warm = [s for s in live if s["t"] >= args.seconds / 4 and s["up"]]
     live = live[:1] + warm if warm else live
     progress = f"{out}/run/progress.csv"
     fifth = args.seconds / 5
