@@ -242,7 +242,8 @@ def check_args(args):
                              "standard or custom one")
     else:
         for flag, value, default in (("--replay-parameters", args.replay_parameters, DEFAULT_REPLAY_PARAMETERS),
-                                     ("--kl-mask", args.kl_mask, False), ("--clone-losses", args.clone_losses, False)):
+                                     ("--kl-mask", args.kl_mask, False),
+                                     ("--clone-losses", args.clone_losses, False)):
             if value != default:
                 raise ValueError(f"{flag} is for --algo impala")
     check_backend(args)

@@ -3,9 +3,10 @@ their lag with V-trace.
 
 Roles, handed to the supervisor as A3G's are (``impala_roles``):
 - **actor** x ``--workers``: steps ``--envs-per-worker`` environments with a CPU copy of the latest published
-  weights (``--inference local``) or through the inference role (``--inference server``, inference.py), and writes each environment's unroll of ``--unroll-length`` steps (observations,
-  actions, rewards, episode ends, the behaviour policy's logits, the recurrent state at the unroll's start and the
-  weights' version) into a slot of the shared ``UnrollStore``;
+  weights (``--inference local``) or through the inference role (``--inference server``, inference.py), and
+  writes each environment's unroll of ``--unroll-length`` steps (observations, actions, rewards, episode ends,
+  the behaviour policy's logits and values, the recurrent state at the unroll's start and the weights' version)
+  into a slot of the shared ``UnrollStore``;
 - **learner** x 1: takes the ``--batch-size`` oldest full unrolls (dropping those more than ``--max-policy-lag``
   versions old), computes V-trace targets (``returns.vtrace_from_logits``), steps the shared optimizer on the
   shared model (through a replica on its device, as an A3G worker does) and publishes the new weights' version;
@@ -39,12 +40,12 @@ import torch.nn.functional as F
 from config import slots_per_actor
 from inference import InferenceClient, InferenceServer, InferenceStopped, LocalPolicy, inference
 from model import Replica, build_model, fast_layout, feature_size
-from replay import ReplayBuffer, column, concat, distance, needs_features, replay_specs
+from replay import ReplayBuffer, concat, distance, needs_features, replay_specs
 from returns import trust_region_mask, vtrace_from_logits
 from shared_optim import optimizer_for
 from test import test
 from train import RolloutEnvs, Update, time_limit_bootstrap
-from unrolls import UnrollSlots
+from unrolls import UnrollSlots, column
 from utils import device_for, parent_alive, setup_child_process
 
 FREE, WRITING, FULL = 0, 1, 2
@@ -54,10 +55,11 @@ WAIT = 0.002  # seconds between polls of the store: a wait always ends with the 
 class UnrollStore(UnrollSlots):
     """Preallocated shared-memory slots, one unroll of one environment each, ``T = unroll_length`` steps:
     ``obs [T + 1, ...]`` (the last one is where the next unroll starts, and what V-trace bootstraps from),
-    ``actions``, ``rewards``, ``dones``, ``logits [T, A]`` and ``values [T]`` (the behaviour policy's), ``hx``/``cx`` (the recurrent state
-    before ``obs[0]``), the weights' ``version`` that acted, and when it was committed (``stamp``, for oldest-first);
-    with a replay that ranks by them, ``features [T, F]`` (what the acting network's heads read, for elite
-    sampling; F = 0 otherwise). Slots ``[rank * per_actor, (rank + 1) * per_actor)`` belong to actor ``rank``."""
+    ``actions``, ``rewards``, ``dones``, ``logits [T, A]`` and ``values [T]`` (the behaviour policy's), ``hx``/``cx``
+    (the recurrent state before ``obs[0]``), the weights' ``version`` that acted, and when it was committed
+    (``stamp``, for oldest-first); with a replay that ranks by them, ``features [T, F]`` (what the acting network's
+    heads read, for elite sampling; F = 0 otherwise). Slots ``[rank * per_actor, (rank + 1) * per_actor)`` belong
+    to actor ``rank``."""
 
     def __init__(self, slots, per_actor, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0):
         super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size)
@@ -86,15 +88,8 @@ class UnrollStore(UnrollSlots):
 
     def write(self, slots, unroll):
         """Copy an actor's unroll (``Acting.unroll``: env ``j`` into ``slots[j]``) into its claimed slots."""
-        with_features = self.features.shape[-1] > 0
         for j, slot in enumerate(slots):
-            self.obs[slot] = unroll["obs"][:, j]
-            self.actions[slot], self.rewards[slot] = unroll["actions"][:, j], unroll["rewards"][:, j]
-            self.dones[slot], self.logits[slot] = unroll["dones"][:, j], unroll["logits"][:, j]
-            self.values[slot] = unroll["values"][:, j]
-            if with_features:
-                self.features[slot] = unroll["features"][:, j]
-            self.hx[slot], self.cx[slot] = unroll["hx"][j], unroll["cx"][j]
+            self.store(slot, column(unroll, j))
 
     def commit(self, slots, version):
         self.version[slots] = version
@@ -167,10 +162,10 @@ class Acting:
         self.frames = T * batch * args.frames_per_step  # emulator frames per unroll
 
     def unroll(self):
-        """One unroll of every environment, time-major: ``{"obs": [T + 1, B, ...], "actions", "rewards", "dones":
-        [T, B], "logits": [T, B, A], "values": [T, B], "features": [T, B, F], "hx", "cx": [B, H]}`` (the state before ``obs[0]``),
-        then the weights' version that acted and the games finished. The tensors are this object's buffers: the
-        next call overwrites them."""
+        """One unroll of every environment, time-major: ``{"obs": [T + 1, B, ...], "actions", "rewards", "dones",
+        "values": [T, B], "logits": [T, B, A], "features": [T, B, F], "hx", "cx": [B, H]}`` (the state before
+        ``obs[0]``), then the weights' version that acted and the games finished. The tensors are this object's
+        buffers: the next call overwrites them."""
         policy, envs, obs, obs_np = self.policy, self.envs, self.obs, self.obs_np
         with_features = self.features.shape[-1] > 0
         policy.begin_unroll()
@@ -390,7 +385,7 @@ class LearnerStep:
             self.weights.publish()
         self.steps += 1
         for replay, score in zip(self.replays, insert_scores):  # after the batch: no unroll twice in one batch
-            for j in range(len(lag)):
+            for j in range(need):
                 replay.put(replay.insert_slot(self.generator, score), column(fresh, j), self.steps)
         T = args.num_steps
         state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T, grad_norm.item()]
@@ -429,9 +424,9 @@ def unroll_features(args, meta):
 def replays_for(args, meta):
     """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
     them as its predecessor left them."""
-    specs = replay_specs(args.replay_parameters, args.batch_size)
-    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"],
-                         unroll_features(args, meta)) for spec in specs if spec["type"] != "queue"]
+    specs, features = replay_specs(args.replay_parameters, args.batch_size), unroll_features(args, meta)
+    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"], features)
+            for spec in specs if spec["type"] != "queue"]
 
 
 def evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds):

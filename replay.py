@@ -314,13 +314,9 @@ class ReplayBuffer(UnrollSlots):
         return slot
 
     def put(self, slot, unroll, step):
-        """Store one unroll (``unroll``: one column of a time-major batch, see ``column``) into ``slot``."""
-        self.obs[slot], self.actions[slot] = unroll["obs"], unroll["actions"]
-        self.rewards[slot], self.dones[slot] = unroll["rewards"], unroll["dones"]
-        self.logits[slot], self.values[slot] = unroll["logits"], unroll["values"]
-        self.hx[slot], self.cx[slot] = unroll["hx"], unroll["cx"]
-        if self.features.shape[-1]:
-            self.features[slot] = unroll["features"]
+        """Store one unroll (one column of a time-major batch, ``unrolls.column``) into ``slot``, inserted at
+        learner step ``step`` and not sampled yet."""
+        self.store(slot, unroll)
         self.sample_count[slot] = 0
         self.inserted[slot] = step
 
@@ -346,13 +342,6 @@ class ReplayBuffer(UnrollSlots):
     def take(self, slots):
         """The unrolls in ``slots``, time-major as ``UnrollStore.take`` gives them (they stay stored)."""
         return self.read(slots)
-
-
-def column(batch, j):
-    """Unroll ``j`` of a time-major batch, in the store's per-unroll layout."""
-    unroll = {key: value[:, j] for key, value in batch.items() if key not in ("hx", "cx")}
-    unroll["hx"], unroll["cx"] = batch["hx"][j], batch["cx"][j]
-    return unroll
 
 
 def concat(batches):

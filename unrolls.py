@@ -1,7 +1,8 @@
 """The unroll layout that IMPALA's slot store (impala.py ``UnrollStore``) and the replays (replay.py
 ``ReplayBuffer``) share: per slot ``obs [T + 1, ...]``, ``actions``, ``rewards``, ``dones`` ``[T]``, the behaviour
-``logits [T, A]`` and ``values [T]`` (CLEAR's cloning losses clone both), the recurrent state ``hx``/``cx`` before ``obs[0]`` and ``features [T, F]`` (F = 0 unless a
-replay ranks by them), in shared memory, allocated once; and their time-major read-out for the learner."""
+``logits [T, A]`` and ``values [T]`` (CLEAR's cloning losses clone both), the recurrent state ``hx``/``cx`` before
+``obs[0]`` and ``features [T, F]`` (F = 0 unless a replay ranks by them), in shared memory, allocated once; one
+unroll stored into a slot, and their time-major read-out for the learner."""
 
 import torch
 
@@ -25,12 +26,29 @@ class UnrollSlots:
             if torch.is_tensor(tensor):
                 tensor.share_memory_()
 
+    def store(self, slot, unroll):
+        """Store one unroll (``unroll``: one column of a time-major batch, see ``column``) into ``slot``."""
+        self.obs[slot], self.actions[slot] = unroll["obs"], unroll["actions"]
+        self.rewards[slot], self.dones[slot] = unroll["rewards"], unroll["dones"]
+        self.logits[slot], self.values[slot] = unroll["logits"], unroll["values"]
+        self.hx[slot], self.cx[slot] = unroll["hx"], unroll["cx"]
+        if self.features.shape[-1]:
+            self.features[slot] = unroll["features"]
+
     def read(self, slots):
         """The unrolls in ``slots``, time-major: ``[T + 1, n, ...]`` observations, ``[T, n, ...]`` the rest,
         ``[n, H]`` states (copies: indexing with a list of slots copies)."""
         batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
                  "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
-                 "logits": self.logits[slots].transpose(0, 1), "values": self.values[slots].t(), "hx": self.hx[slots], "cx": self.cx[slots]}
+                 "logits": self.logits[slots].transpose(0, 1), "values": self.values[slots].t(),
+                 "hx": self.hx[slots], "cx": self.cx[slots]}
         if self.features.shape[-1]:
             batch["features"] = self.features[slots].transpose(0, 1)
         return batch
+
+
+def column(batch, j):
+    """Unroll ``j`` of a time-major batch, in the slots' per-unroll layout."""
+    unroll = {key: value[:, j] for key, value in batch.items() if key not in ("hx", "cx")}
+    unroll["hx"], unroll["cx"] = batch["hx"][j], batch["cx"][j]
+    return unroll

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from replay import (ReplayBuffer, annealed_lambda, column, concat, cos_dist, elite_picks, kl_div, ln_norm,
-                    replay_specs, slot_bytes)
+from replay import (ReplayBuffer, annealed_lambda, concat, cos_dist, elite_picks, kl_div, ln_norm, replay_specs,
+                    slot_bytes)
+from unrolls import column
 
 
 @pytest.mark.parametrize("p", [1, 2, 3])

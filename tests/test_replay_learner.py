@@ -12,7 +12,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from conftest import out_dirs, read_json, run_main
 from impala import UnrollStore, build_batch, cloning_losses, impala_loss, replay_scores
 from model import build_model, feature_size, model_meta
-from replay import ReplayBuffer, column, replay_specs
+from replay import ReplayBuffer, replay_specs
+from unrolls import column
 from test_impala import fake_batch
 
 
