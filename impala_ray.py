@@ -336,13 +336,14 @@ class UnrollQueue:
         """The ``count`` oldest unrolls as one batch (``[T + 1, n, ...]`` observations, ``[T, n, ...]`` the rest,
         ``[n, H]`` states; features only where a replay ranks by them), and their versions ``[n]``."""
         items = [self.items.popleft() for _ in range(count)]
-        arrays = items[0][0]
-        batch = {key: torch.from_numpy(np.stack([a[key][:, j] for a, j, _ in items], axis=1))
-                 for key in ("obs", "actions", "rewards", "dones", "logits", "values")}
-        for key in ("hx", "cx"):
-            batch[key] = torch.from_numpy(np.stack([a[key][j] for a, j, _ in items]))
-        if arrays["features"].shape[-1]:
-            batch["features"] = torch.from_numpy(np.stack([a["features"][:, j] for a, j, _ in items], axis=1))
+        batch = {}
+        for key, array in items[0][0].items():  # every field of Acting.unroll's layout, as UnrollSlots.read has it
+            if key == "features" and not array.shape[-1]:
+                continue
+            if key in ("hx", "cx"):  # [B, H]: a row per environment
+                batch[key] = torch.from_numpy(np.stack([a[key][j] for a, j, _ in items]))
+            else:  # time-major [T (+ 1), B, ...]
+                batch[key] = torch.from_numpy(np.stack([a[key][:, j] for a, j, _ in items], axis=1))
         return batch, torch.tensor([version for _, _, version in items])
 
 
