@@ -142,8 +142,11 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
             str(config["envs"]), "--gpu-ids", *map(str, gpu_ids), "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
-            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--train-forward", config["train_forward"],
-            "--inference", config["inference"]] + (["--replay-parameters", REPLAY] if config.get("replay") else [])
+            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice)]
+    if config["algo"] == "impala":  # each algorithm takes only its own flags
+        argv += ["--inference", config["inference"]] + (["--replay-parameters", REPLAY] if config.get("replay") else [])
+    else:
+        argv += ["--train-forward", config["train_forward"]]
     args, settings, meta, _, _ = validate(argv)
     shared_model = fast_layout(build_model(meta), meta, args.channels_last)
     flatten_parameters(shared_model, shared=True)

@@ -25,6 +25,13 @@ from utils import OneLineParser, cpu_has_native_bf16, env_file_name, missing_gpu
 HERE = os.path.dirname(os.path.abspath(__file__))
 MACHINE_FLAGS = ("resume", "run_dir", "load", "gpu_ids", "backend", "ray_address")  # never taken from a resumed run
 BAD_INPUT_ERRORS = (ValueError, ConfigError, ModelError, CheckpointError)  # each one line for the user, exit 2
+# Each algorithm's own flags: given with the other algorithm they are refused rather than silently ignored.
+ALGO_FLAGS = {
+    "impala": ("batch_size", "backend", "ray_address", "max_policy_lag", "num_buffers", "inference", "inference_batch", "inference_wait",
+               "replay_parameters", "kl_mask", "kl_threshold", "kl_mask_mode", "clone_losses", "policy_cloning_cost",
+               "value_cloning_cost"),
+    "a3g": ("tau", "distributed_step_size", "train_forward"),
+}
 
 
 def cpu_share(text):
@@ -198,7 +205,18 @@ def parse_args(argv):
             args.eps = AUTO  # the saved eps was the other optimizer's
         if "run_dir" not in explicit:
             args.run_dir = resumed_run_dir(args.resume)
+    check_algo_flags(args.algo, explicit)
     return args, resumed
+
+
+def check_algo_flags(algo, given):
+    """A flag that only the other algorithm reads, given now, is refused: it would be recorded in args.json and
+    change nothing."""
+    for other, flags in ALGO_FLAGS.items():
+        wrong = ["--" + flag.replace("_", "-") for flag in flags if flag in given]
+        if other != algo and wrong:
+            raise ValueError(f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for --algo {other}, and this "
+                             f"run is --algo {algo}")
 
 
 def resumed_run_dir(path):
@@ -240,12 +258,6 @@ def check_args(args):
         if args.clone_losses and len(specs) == 1:
             raise ValueError("--clone-losses clones replayed unrolls, and --replay-parameters has no replay: add a "
                              "standard or custom one")
-    else:
-        for flag, value, default in (("--replay-parameters", args.replay_parameters, DEFAULT_REPLAY_PARAMETERS),
-                                     ("--kl-mask", args.kl_mask, False),
-                                     ("--clone-losses", args.clone_losses, False)):
-            if value != default:
-                raise ValueError(f"{flag} is for --algo impala")
     check_backend(args)
     if is_retro(args.env) and args.envs_per_worker > 1:
         raise ValueError(f"--envs-per-worker {args.envs_per_worker}: stable-retro runs one emulator per process, so "
@@ -287,13 +299,12 @@ def check_args(args):
 
 
 def check_backend(args):
-    """--backend ray: IMPALA's roles only, local inference, and Ray installed (an optional extra)."""
+    """--backend ray: local inference, and Ray installed (an optional extra). (A3G given --backend at all was refused
+    by check_algo_flags.)"""
     if args.backend == "shm":
         if args.ray_address is not None:
             raise ValueError("--ray-address is for --backend ray")
         return
-    if args.algo != "impala":
-        raise ValueError("--backend ray runs IMPALA's roles: add --algo impala")
     if args.inference == "server":
         raise ValueError("--inference server is for --backend shm: with --backend ray each actor acts with its own "
                          "copy of the weights (--inference local)")

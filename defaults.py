@@ -82,12 +82,14 @@ def resolve_defaults(args, family, on_gpu, native_bf16):
     pick("lr", LR.get(model, 1e-4))
     pick("hidden_size", HIDDEN.get(model, 512))
     pick("value_coef", 0.5 if frames else 0.1)
-    pick("train_forward", "batched" if on_gpu or model not in RECURRENT_MODELS else "stepped")
+    train_forward = "batched" if on_gpu or model not in RECURRENT_MODELS else "stepped"
     pick("reward_clipping", "abs_one" if frames else "none")
     if args.algo == "impala":
         pick("inference", "server" if on_gpu and args.backend == "shm" else "local")  # ray: each actor its own copy
         pick("batch_size", min(8, slots_per_actor(args) * args.workers))
+        args.train_forward = train_forward if args.train_forward == AUTO else args.train_forward  # A3G's (quietly)
     else:  # A3G has no inference role and no batches: resolved quietly, so that args.json holds no auto
+        pick("train_forward", train_forward)
         args.inference = "local" if args.inference == AUTO else args.inference
         args.batch_size = 8 if args.batch_size == AUTO else args.batch_size
     pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer

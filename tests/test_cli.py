@@ -128,3 +128,22 @@ def test_rl_a3c_pytorch_flags_keep_names_and_short_forms():
 def test_help_runs():
     result = run_main("--help", timeout=120)
     assert result.returncode == 0 and "--distributed-step-size" in result.stdout
+
+
+@pytest.mark.parametrize("algo, flags, named", [
+    ("a3g", ["--batch-size", "16"], "--batch-size is for --algo impala"),
+    ("a3g", ["--inference", "local", "--num-buffers", "32"], "--num-buffers, --inference are for --algo impala"),
+    ("a3g", ["--max-policy-lag", "2"], "--max-policy-lag"),
+    ("a3g", ["--kl-threshold", "0.5"], "--kl-threshold"),
+    ("a3g", ["--no-kl-mask"], "--kl-mask"),
+    ("impala", ["--tau", "0.92"], "--tau is for --algo a3g"),
+    ("impala", ["-dss", "16", "32"], "--distributed-step-size"),
+    ("impala", ["--train-forward", "batched"], "--train-forward"),
+])
+def test_the_other_algorithms_flags_are_refused(algo, flags, named, tmp_path):
+    """A flag only the other algorithm reads would be recorded in args.json and change nothing: refused, one line."""
+    import config
+
+    with pytest.raises(ValueError, match=named) as caught:
+        config.validate(["--env", "CartPole-v1", "--algo", algo, *flags, "--run-dir", str(tmp_path / "r")])
+    assert "\n" not in str(caught.value)

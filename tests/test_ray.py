@@ -52,7 +52,7 @@ def session_commands(session):
 
 
 def test_backend_ray_is_for_impala_and_the_address_for_ray(tmp_path):
-    for flags, message in ((["--backend", "ray"], "--backend ray runs IMPALA's roles: add --algo impala"),
+    for flags, message in ((["--backend", "ray"], "--backend is for --algo impala, and this run is --algo a3g"),
                            (["--algo", "impala", "--ray-address", "127.0.0.1:6379"],
                             "--ray-address is for --backend ray")):
         result = run_main("--env", "CartPole-v1", *flags, *out_dirs(tmp_path), timeout=120)

@@ -51,3 +51,4 @@ def test_replay_parameters_are_for_impala(tmp_path):
     assert_bad_input(result, "--replay-parameters", "impala")
     result = run_main("--env", "CartPole-v1", "--clone-losses", *out_dirs(tmp_path), timeout=120)
     assert_bad_input(result, "--clone-losses", "impala")
+
