@@ -38,7 +38,6 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 
 import numpy as np
 import ray
@@ -48,12 +47,12 @@ from ray._private import ray_constants  # Ray is pinned (requirements-ray.txt): 
 from defaults import slots_per_actor
 from impala import Acting, LearnerStep, evaluator_role, local_policy, replays_for, unroll_features
 from model import flat_buffer, flatten_parameters
+from supervisor import RestartWindow
 from utils import file_logger, parent_alive, setup_child_process
 
 CALLS_PER_ACTOR = 2  # outstanding unroll calls per actor: one being played while the other's result travels
 WAIT = 0.05  # seconds the learner waits for an unroll before it looks at the stop flag again
 JOIN_TIMEOUT = 20.0  # seconds to join a cluster at --ray-address before calling the address bad
-RESTART_WINDOW = 60.0  # seconds over which actor deaths are counted against --max-restarts, as the supervisor does
 # For every Ray process this run starts: no usage reports. For a local cluster also one node on the loopback
 # address: Ray binds its servers to the node's address, and without this it picks the machine's outward one
 # (ray.init turns 127.0.0.1 into it). The variable is meant for single-node clusters on macOS and Windows; on
@@ -237,11 +236,11 @@ class ActorFleet:
         remote = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(Actor)
         self.new_actor = lambda rank: remote.remote(rank, args, settings, meta, feature_size, weights.version,
                                                     [weights.ref])
-        self.weights, self.state, self.log, self.max_restarts = weights, state, log, args.max_restarts
+        self.weights, self.state, self.log = weights, state, log
         self.actors = {rank: self.new_actor(rank) for rank in range(args.workers)}
         self.calls = {}  # outstanding call -> the rank of its actor
         self.idle = collections.deque(rank for rank in self.actors for _ in range(CALLS_PER_ACTOR))  # free calls
-        self.deaths = collections.deque()
+        self.deaths = RestartWindow(args.max_restarts)  # counted as the supervisor counts its roles' deaths
         self.placed = set()  # ranks whose actor's node is logged
         self.call_idle()
 
@@ -278,14 +277,9 @@ class ActorFleet:
     def replace(self, rank, exc):
         """A new actor for ``rank``; its predecessor's other calls are forgotten. Raises RuntimeError after more
         than ``--max-restarts`` deaths within a minute."""
-        now = time.monotonic()
-        self.deaths.append(now)
-        while now - self.deaths[0] > RESTART_WINDOW:
-            self.deaths.popleft()
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if len(self.deaths) > self.max_restarts:
-            raise RuntimeError(f"actor {rank} failed ({reason}): {len(self.deaths)} actor deaths within "
-                               f"{RESTART_WINDOW:.0f} s is more than --max-restarts {self.max_restarts}")
+        if not self.deaths.death():
+            raise RuntimeError(f"actor {rank} failed ({reason}): {self.deaths.too_many('actor deaths')}")
         ray.kill(self.actors[rank])  # one that failed but lives would hold its CPU for nothing
         self.calls = {ref: r for ref, r in self.calls.items() if r != rank}
         self.idle = collections.deque(r for r in self.idle if r != rank)

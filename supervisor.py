@@ -37,22 +37,42 @@ def describe_exit(exitcode):
     return f"exited with code {exitcode}"
 
 
+class RestartWindow:
+    """``--max-restarts``: deaths counted over the last ``seconds``; one more than ``max_restarts`` of them ends the
+    run. The supervisor counts its roles' deaths with one, the Ray backend its actors' (impala_ray.ActorFleet)."""
+
+    def __init__(self, max_restarts, seconds=60.0):
+        self.max_restarts, self.seconds, self.deaths = max_restarts, seconds, collections.deque()
+
+    def death(self):
+        """Count a death now. Returns True while the deaths in the window are within ``max_restarts``."""
+        now = time.monotonic()
+        self.deaths.append(now)
+        while now - self.deaths[0] > self.seconds:
+            self.deaths.popleft()
+        return len(self.deaths) <= self.max_restarts
+
+    def too_many(self, what="deaths"):
+        return f"{len(self.deaths)} {what} within {self.seconds:.0f} s is more than --max-restarts {self.max_restarts}"
+
+    def so_far(self):
+        return f"{len(self.deaths)} of at most {self.max_restarts} within {self.seconds:.0f} s"
+
+
 class Supervisor:
     """Starts, watches, restarts and stops a run's roles: ``roles`` maps a name to ``(target, args)``.
 
     A child that dies is replaced with the same target and arguments (for A3G: the same rank, GPU and step size);
-    more than ``max_restarts`` deaths within ``RESTART_WINDOW`` seconds end the run instead (stop_reason
+    more than ``max_restarts`` deaths within a minute (``RestartWindow``) end the run instead (stop_reason
     ``error``). Children are started with SIGINT
     blocked, so that a Ctrl-C during their start-up (importing torch takes a while) cannot kill them before they
     install their own handling (utils.setup_child_process).
     """
 
-    RESTART_WINDOW = 60.0
-
     def __init__(self, ctx, roles, state, max_restarts, log):
-        self.ctx, self.targets, self.state, self.max_restarts, self.log = ctx, dict(roles), state, max_restarts, log
+        self.ctx, self.targets, self.state, self.log = ctx, dict(roles), state, log
         self.children = {}
-        self.deaths = collections.deque()
+        self.deaths = RestartWindow(max_restarts)
         self.restarts = 0
 
     def start(self, names=None):
@@ -77,16 +97,10 @@ class Supervisor:
             if proc.is_alive() or self.state.stop.is_set():
                 continue
             proc.join()
-            now = time.monotonic()
-            self.deaths.append(now)
-            while self.deaths and now - self.deaths[0] > self.RESTART_WINDOW:
-                self.deaths.popleft()
-            if len(self.deaths) > self.max_restarts:
-                return (f"{name} (pid {proc.pid}) {describe_exit(proc.exitcode)}: {len(self.deaths)} deaths within "
-                        f"{self.RESTART_WINDOW:.0f} s is more than --max-restarts {self.max_restarts}; stopping")
+            if not self.deaths.death():
+                return f"{name} (pid {proc.pid}) {describe_exit(proc.exitcode)}: {self.deaths.too_many()}; stopping"
             self.restarts += 1
-            self.log(f"{name} (pid {proc.pid}) {describe_exit(proc.exitcode)}; restarting it "
-                     f"({len(self.deaths)} of at most {self.max_restarts} within {self.RESTART_WINDOW:.0f} s)")
+            self.log(f"{name} (pid {proc.pid}) {describe_exit(proc.exitcode)}; restarting it ({self.deaths.so_far()})")
             self.start([name])
         return None
 

@@ -71,6 +71,18 @@ def test_killed_child_is_replaced_and_the_run_goes_on(tmp_path, victim):
     assert torch.load(model_file, weights_only=True)["return"] >= best_before
 
 
+def test_restart_window_counts_the_deaths_of_the_last_seconds_only():
+    from supervisor import RestartWindow
+
+    window = RestartWindow(max_restarts=2, seconds=0.2)
+    assert window.death() and window.death()
+    assert not window.death()  # the third within the window is one too many
+    assert window.too_many() == "3 deaths within 0 s is more than --max-restarts 2"
+    time.sleep(0.3)
+    assert window.death()  # the old ones have left the window
+    assert window.so_far() == "1 of at most 2 within 0 s"
+
+
 @pytest.mark.slow
 def test_worker_that_keeps_crashing_stops_the_run_cleanly(tmp_path):
     proc = start_run(tmp_path, *CARTPOLE, "--max-restarts", "2", "--max-seconds", "120",
