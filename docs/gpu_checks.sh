@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The GPU items of issues 5, 10 and 12, planned for the device tool's limits: 10 minutes a call, 30 minutes of GPU
+# a session (/work/.library/device/README.md). Nothing here runs in CI; on a machine without CUDA each stage stops
+# with one line.
+#
+# Here (a machine with the registries), once:   bash docs/gpu_checks.sh wheels
+#   cp312 wheels of what the GPU image lacks (gymnasium, ale-py with its ROMs, farama-notifications; ~4 MB) into
+#   .whl/ (git-ignored). The image has torch (CUDA), opencv, tensorboard, matplotlib and pytest already.
+# There, each call with carry [".whl"] (the stages print what they measured; files come back from $OUT):
+#   bash docs/gpu_checks.sh smoke           GPU tests, CartPole solved on cuda:0, gym_eval on the GPU  (~5 min)
+#   bash docs/gpu_checks.sh bench           A3G on the GPU against --gpu-ids -1 on the same cores, and IMPALA
+#                                           with its inference server on the GPU, in one bench run        (~9 min)
+#   bash docs/gpu_checks.sh pong SEED [FLAGS...]
+#                                           Pong to mean 20 (--stop-score 20), at most 9 minutes: one run a call;
+#                                           FLAGS: the fastest configuration the bench found
+# Three runs of `pong` are issue 12's median and worst; with 30 minutes of GPU that is its own session, or two
+# runs after smoke+bench.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_checks_out}
+mkdir -p "$OUT"
+stage=${1:-}
+shift || true
+
+need_cuda() {
+  python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" ||
+    { echo "gpu_checks: no CUDA device on this machine: run the '$stage' stage on the device machine" >&2; exit 2; }
+}
+
+carried() {  # the carried wheels, into a folder of their own (never the image's site-packages)
+  [ -d .whl ] || { echo "gpu_checks: no .whl/ here: run 'bash docs/gpu_checks.sh wheels' first, then carry .whl" >&2; exit 2; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl ||
+    exit 1
+  export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+  python3 -c "import torch; print('gpu_checks: torch', torch.__version__, 'on', torch.cuda.get_device_name(0))"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+}
+
+case $stage in
+  wheels)
+    rm -rf .whl && mkdir -p .whl
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 -d .whl gymnasium==1.4.0 ale-py==0.12.1 farama-notifications==0.0.6 || exit 1
+    ls -la .whl;;
+  smoke)
+    need_cuda; carried
+    python3 -m pytest -q tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -5
+    python3 main.py --env CartPole-v1 --gpu-ids 0 --workers 4 --stop-score 475 --max-seconds 240 \
+      --no-tensorboard-logger --run-dir /tmp/cartpole_gpu --save-model-dir /tmp/cartpole_gpu/models \
+      --log-dir /tmp/cartpole_gpu/logs 2>&1 | tail -8
+    cp /tmp/cartpole_gpu/summary.json "$OUT/cartpole_gpu_summary.json"
+    python3 gym_eval.py --env CartPole-v1 --load-model-dir /tmp/cartpole_gpu/models --num-episodes 10 \
+      --gpu-id 0 --log-dir /tmp/cartpole_gpu/logs 2>&1 | tail -3;;
+  bench)
+    need_cuda; carried
+    # 16 workers on one GPU and on the CPU alone; a3clstm:1 is the GPU default today (issue 12's point 3)
+    python3 bench.py --configs a3clstm:1 a3clstm:8:batched nature:8:batched nature:32:batched nature:8:bf16:batched \
+      nature:8:impala:server --seconds 20 --warmup 10 --emulator-seconds 5 --json "$OUT/bench_gpu.json" 2>&1 |
+      tee "$OUT/bench_gpu.log" | grep -v "^bench: started"
+    python3 bench.py --configs nature:8:batched --gpu-ids -1 --seconds 20 --warmup 10 --emulator-seconds 5 \
+      --json "$OUT/bench_cpu.json" 2>&1 | tee "$OUT/bench_cpu.log" | tail -4;;
+  pong)
+    need_cuda; carried
+    seed=${1:?"gpu_checks: pong needs a seed"}; shift
+    run=/tmp/pong_gpu_s$seed
+    python3 main.py --seed "$seed" --stop-score 20 --max-seconds 540 --no-tensorboard-logger "$@" --run-dir "$run" \
+      --save-model-dir "$run/models" --log-dir "$run/logs" 2>&1 | tail -6
+    cp "$run/summary.json" "$OUT/pong_s${seed}_summary.json"; cp "$run/progress.csv" "$OUT/pong_s${seed}_progress.csv";;
+  *)
+    echo "gpu_checks: usage: bash docs/gpu_checks.sh wheels|smoke|bench|pong SEED [FLAGS...]" >&2; exit 2;;
+esac
