@@ -13,7 +13,8 @@ SEEDS=("$@"); [ ${#SEEDS[@]} -gt 0 ] || SEEDS=(1 2 3)
 for seed in "${SEEDS[@]}"; do
   for config in A B C D; do
     out="sweeps/replay/$config-s$seed"
-    [ -e "$out" ] && { echo "replay_comparison: $out exists, skipped"; continue; }
+    [ -e "$out/sweep.json" ] && { echo "replay_comparison: $out is done, skipped"; continue; }
+    [ -e "$out" ] && { echo "replay_comparison: $out was cut short, run again"; rm -rf "$out"; }
     case $config in
       A) extra=();;
       B) extra=(--replay-parameters "[$Q, $STD]");;
