@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU items of issues 5, 10 and 12, planned for the device tool's limits: 10 minutes a call, 30 minutes of GPU
+# The GPU items of issues 5, 10, 12 and 14, planned for the device tool's limits: 10 minutes a call, 30 minutes of GPU
 # a session (/work/.library/device/README.md). Nothing here runs in CI; on a machine without CUDA each stage stops
 # with one line.
 #
@@ -8,8 +8,9 @@
 #   .whl/ (git-ignored). The image has torch (CUDA), opencv, tensorboard, matplotlib and pytest already.
 # There, each call with carry [".whl"] (the stages print what they measured; files come back from $OUT):
 #   bash docs/gpu_checks.sh smoke           GPU tests, CartPole solved on cuda:0, gym_eval on the GPU  (~5 min)
-#   bash docs/gpu_checks.sh bench           A3G on the GPU against --gpu-ids -1 on the same cores, and IMPALA
-#                                           with its inference server on the GPU, in one bench run        (~9 min)
+#   bash docs/gpu_checks.sh bench           A3G on the GPU against --gpu-ids -1 on the same cores, IMPALA's
+#                                           learner on the GPU with and without replay and with its inference
+#                                           server, in one bench run                                      (~9 min)
 #   bash docs/gpu_checks.sh pong SEED [FLAGS...]
 #                                           Pong to mean 20 (--stop-score 20), at most 9 minutes: one run a call;
 #                                           FLAGS: the fastest configuration the bench found
@@ -54,9 +55,11 @@ case $stage in
       --gpu-id 0 --log-dir /tmp/cartpole_gpu/logs 2>&1 | tail -3;;
   bench)
     need_cuda; carried
-    # 16 workers on one GPU and on the CPU alone; a3clstm:1 is the GPU default today (issue 12's point 3)
-    python3 bench.py --configs a3clstm:1 a3clstm:8:batched nature:8:batched nature:32:batched nature:8:bf16:batched \
-      nature:8:impala:server --seconds 20 --warmup 10 --emulator-seconds 5 --json "$OUT/bench_gpu.json" 2>&1 |
+    # 16 workers on one GPU and on the CPU alone; a3clstm:1 is the GPU default today (issue 12's point 3);
+    # IMPALA's learner on the GPU, with and without replay (issue 14: B's frames/s >= 90% of A's, impossible where
+    # the learner is a CPU core) and with the inference server (issue 10)
+    python3 bench.py --configs a3clstm:1 a3clstm:8:batched nature:8:batched nature:32:batched nature:8:impala \
+      nature:8:impala:replay nature:8:impala:server --seconds 20 --warmup 10 --emulator-seconds 5 --json "$OUT/bench_gpu.json" 2>&1 |
       tee "$OUT/bench_gpu.log" | grep -v "^bench: started"
     python3 bench.py --configs nature:8:batched --gpu-ids -1 --seconds 20 --warmup 10 --emulator-seconds 5 \
       --json "$OUT/bench_cpu.json" 2>&1 | tee "$OUT/bench_cpu.log" | tail -4;;
