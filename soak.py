@@ -7,13 +7,15 @@ Every ``--interval`` seconds it samples each process of the run (supervisor, eva
 memory, open file descriptors, and the machine's /dev/shm entries; frames/s comes from the run's progress.csv. At
 the end it prints peak RSS per process, frames/s in the first and last fifth of the run, and fd/shm counts at the
 start and end, and writes them as JSON. Exit 1 if the run failed or anything grew without bound (fds or shm
-entries up at the end, or RSS up by more than 20% from the first sample after warm-up).
+entries up at the end, or RSS up by more than 20% from the first sample after warm-up). The run goes into a
+temporary folder, removed when the soak passes (``--keep`` keeps it) and kept, with its path printed, when it fails.
 """
 
 import argparse
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,6 +86,7 @@ def main():
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--interval", type=float, default=10)
     p.add_argument("--json", default=None, help="write the figures here")
+    p.add_argument("--keep", action="store_true", help="keep the run's files (kept anyway when the soak fails)")
     p.add_argument("extra", nargs=argparse.REMAINDER, help="more flags for main.py (after --)")
     args = p.parse_args()
 
@@ -140,8 +143,13 @@ def main():
     if result["rss_total_after_warmup_mb"] and result["rss_total_end_mb"] > 1.2 * result["rss_total_after_warmup_mb"]:
         grew = True
     if proc.returncode != 0 or grew:
-        print(f"soak: FAILED (exit {proc.returncode}, growth {grew}) {stderr[-2000:]}", file=sys.stderr)
+        print(f"soak: FAILED (exit {proc.returncode}, growth {grew}); the run's files are kept in {out}\n"
+              f"{stderr[-2000:]}", file=sys.stderr)
         return 1
+    if args.keep:
+        print(f"soak: the run's files are in {out}")
+    else:
+        shutil.rmtree(out, ignore_errors=True)  # a passing soak leaves nothing behind in the temp folder
     return 0
 
 

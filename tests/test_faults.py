@@ -244,11 +244,13 @@ def test_fuzzed_flags_end_to_end(tmp_path):
 @pytest.mark.slow
 def test_short_soak_has_no_leaks(tmp_path):
     """soak.py in miniature: 2 x cores workers; file descriptors, /dev/shm entries and memory stay flat."""
-    out = tmp_path / "soak.json"
+    out, temp = tmp_path / "soak.json", tmp_path / "temp"
+    temp.mkdir()
     result = subprocess.run([sys.executable, "soak.py", "--seconds", "40", "--interval", "4", "--env", "CartPole-v1",
                              "--json", str(out), "--", "--hidden-size", "32"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=300, env={**os.environ, "TMPDIR": str(temp)})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert not list(temp.glob("a3g-soak-*"))  # a passing soak removes its run
     report = read_json(out)
     assert report["returncode"] == 0 and report["fds_end"] <= report["fds_start"] + 2
     assert any(k.startswith("supervisor") for k in report["peak_rss_mb"])
