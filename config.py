@@ -13,7 +13,7 @@ import os
 import torch
 
 from checkpoints import CheckpointError, check_compatible, load_checkpoint
-from defaults import AUTO, auto_or, describe, resolve_defaults, slots_per_actor
+from defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults, slots_per_actor
 import retro_env
 from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, frames_per_step, is_atari
 from environment import is_retro, load_env_config, make_env
@@ -103,7 +103,7 @@ def build_parser(suppress_defaults=False):
     add("--algo", default="a3g", choices=["a3g", "impala"],
         help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
     add("--batch-size", type=auto_or(int), default=AUTO,
-        help="IMPALA: unrolls per learner step; auto: 8, or all the unroll slots where there are fewer (retro games' "
+        help="IMPALA: unrolls per learner step; auto: 8, or two per env where there are fewer envs (retro games' "
              "one env per actor)")
     add("--backend", default="shm", choices=["shm", "ray"],
         help="IMPALA: how unrolls and weights travel between the roles: shm (shared memory, one machine) or ray "
@@ -114,7 +114,8 @@ def build_parser(suppress_defaults=False):
     add("--max-policy-lag", type=int, default=None,
         help="IMPALA: drop unrolls whose behaviour policy is more than this many versions old (default: keep all)")
     add("--num-buffers", type=int, default=None,
-        help="IMPALA: unroll slots in shared memory, split between the actors (default and minimum: 2 per env)")
+        help="IMPALA: unroll slots in shared memory, split between the actors (default: 2 per env, more where "
+             "--batch-size needs them; minimum: 2 per env)")
     add("--inference", default=AUTO, choices=[AUTO, "local", "server"],
         help="IMPALA: local (each actor acts with its own CPU copy of the weights) or server (one inference role "
              "answers every actor's steps in batches, on the GPU when there is one); auto: local on a CPU-only "
@@ -237,6 +238,8 @@ def check_args(args):
     if args.algo == "impala":
         if args.batch_size <= 0:
             raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
+        if args.num_buffers is not None and args.num_buffers <= 0:
+            raise ValueError(f"--num-buffers must be positive, got {args.num_buffers}")
         if args.inference_batch < 0:
             raise ValueError(f"--inference-batch must be >= 0, got {args.inference_batch}")
         if not (args.inference_wait >= 0 and math.isfinite(args.inference_wait)):
@@ -244,10 +247,11 @@ def check_args(args):
                              f"{args.inference_wait}")
         if args.max_policy_lag is not None and args.max_policy_lag < 0:
             raise ValueError(f"--max-policy-lag must be >= 0, got {args.max_policy_lag}")
-        slots = slots_per_actor(args) * args.workers
-        if slots < args.batch_size:
-            raise ValueError(f"--batch-size {args.batch_size} is more than the {slots} unroll slots: raise "
-                             f"--num-buffers, --workers or --envs-per-worker, or lower --batch-size")
+        if batch_capacity(args) < args.batch_size:
+            raise ValueError(f"--batch-size {args.batch_size} needs more unroll slots than --num-buffers "
+                             f"{args.num_buffers} gives: they fill batches of at most {batch_capacity(args)} (each "
+                             f"actor claims --envs-per-worker slots at once); raise --num-buffers or leave it out, "
+                             f"or lower --batch-size")
         specs = replay_specs(args.replay_parameters, args.batch_size)
         if not (args.kl_threshold > 0 and math.isfinite(args.kl_threshold)):
             raise ValueError(f"--kl-threshold must be a finite number > 0, got {args.kl_threshold}")

@@ -86,7 +86,9 @@ def resolve_defaults(args, family, on_gpu, native_bf16):
     pick("reward_clipping", "abs_one" if frames else "none")
     if args.algo == "impala":
         pick("inference", "server" if on_gpu and args.backend == "shm" else "local")  # ray: each actor its own copy
-        pick("batch_size", min(8, slots_per_actor(args) * args.workers))
+        # 8 unrolls, or two of each environment where there are fewer; with --num-buffers, what its slots can fill
+        pick("batch_size", min(8, 2 * args.workers * args.envs_per_worker if args.num_buffers is None
+                               else batch_capacity(args)))
         args.train_forward = train_forward if args.train_forward == AUTO else args.train_forward  # A3G's (quietly)
     else:  # A3G has no inference role and no batches: resolved quietly, so that args.json holds no auto
         pick("train_forward", train_forward)
@@ -98,8 +100,22 @@ def resolve_defaults(args, family, on_gpu, native_bf16):
 
 def slots_per_actor(args):
     """IMPALA's unroll slots per actor: ``--num-buffers`` split between the actors, and at least two unrolls of each
-    of an actor's environments (one being filled while the other waits for the learner)."""
-    return max((args.num_buffers or 0) // args.workers, 2 * args.envs_per_worker)
+    of an actor's environments (one being filled while the other waits for the learner); without ``--num-buffers``,
+    also enough that the actors can always fill a batch (``batch_capacity``)."""
+    least = 2 * args.envs_per_worker
+    if args.num_buffers is None:  # B <= workers * (per_actor - E + 1)
+        least = max(least, -(-args.batch_size // args.workers) + args.envs_per_worker - 1)
+    return max((args.num_buffers or 0) // args.workers, least)
+
+
+def batch_capacity(args):
+    """The largest batch the shared-memory slots can always fill. An actor claims one slot per environment at once
+    (E of them), so while the learner waits for full slots each actor may be stuck with up to E - 1 free ones it
+    cannot use: a batch larger than ``workers * (per_actor - E + 1)`` could wait for ever. (Ray's backend queues
+    as many unrolls as there are slots, and nothing claims them.)"""
+    if args.backend == "ray":
+        return args.workers * slots_per_actor(args)
+    return args.workers * (slots_per_actor(args) - args.envs_per_worker + 1)
 
 
 def describe(description, picked):

@@ -6,7 +6,7 @@ import argparse
 import pytest
 
 from conftest import out_dirs, read_json, run_main
-from defaults import AUTO, describe, resolve_defaults
+from defaults import AUTO, batch_capacity, describe, resolve_defaults
 
 
 def auto_args(**given):
@@ -42,12 +42,15 @@ def test_family_and_machine_defaults(family, gpu, bf16, expected):
     assert len(picked) == 9 and names[family] in description
 
 
-@pytest.mark.parametrize("family, expected", [("atari", 8), ("retro", 4)])
-def test_impala_batch_size_fits_the_slots(family, expected):
-    """auto: 8 unrolls, or every slot where there are fewer: retro games have one env per actor, 2 slots each."""
-    args = auto_args(algo="impala")
+@pytest.mark.parametrize("family, num_buffers, expected", [("atari", None, 8), ("retro", None, 4), ("atari", 16, 8),
+                                                       ("retro", 6, 6), ("retro", 40, 8)])
+def test_impala_batch_size_fits_the_slots(family, num_buffers, expected):
+    """auto: 8 unrolls, or two of each environment where there are fewer (retro games: one env per actor); with
+    --num-buffers, no more than its slots can always fill (an actor claims one slot per env at once)."""
+    args = auto_args(algo="impala", num_buffers=num_buffers)
     resolve_defaults(args, family=family, on_gpu=False, native_bf16=False)
     assert args.batch_size == expected
+    assert batch_capacity(args) >= args.batch_size
     args = auto_args(algo="impala", batch_size=16)
     resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
     assert args.batch_size == 16

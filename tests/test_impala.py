@@ -144,6 +144,18 @@ def test_killed_role_is_replaced_and_learning_goes_on(tmp_path, victim, flags):
         assert 1.0 < summary["inference_mean_batch"] <= 2 * 4 and summary["inference_batches"] > 100
 
 
-def test_batch_larger_than_the_slots_is_bad_input(tmp_path):
-    result = run_main(*CARTPOLE, "--batch-size", "64", *out_dirs(tmp_path), timeout=120)
-    assert result.returncode == 2 and "--batch-size" in result.stderr
+def test_batch_larger_than_the_slots_can_fill_is_bad_input(tmp_path):
+    """2 actors x 4 envs, 8 slots each: an actor may hold 3 free slots it cannot claim, so 2 x 5 is the most."""
+    result = run_main(*CARTPOLE, "--num-buffers", "16", "--batch-size", "11", *out_dirs(tmp_path), timeout=120)
+    assert result.returncode == 2 and "batches of at most 10" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_batch_that_is_not_a_multiple_of_the_envs_does_not_hang(tmp_path):
+    """One actor of 4 envs and batches of 7: with 8 slots the actor could be left with 3 free slots (it claims 4
+    at once) and the learner with 5 full ones (it waits for 7), for ever. The slots grow to fit the batch."""
+    result = run_main(*CARTPOLE, "--workers", "1", "--batch-size", "7", "--max-frames", "10000",
+                      *out_dirs(tmp_path), timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert read_json(tmp_path / "run" / "summary.json")["stop_reason"] == "max_frames"
