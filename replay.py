@@ -211,6 +211,9 @@ def replay_specs(text, batch_size):
             raise _bad(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g} "
                                                  f"is not a whole number of unrolls")
         spec["count"] = int(round(count))
+        if spec["count"] < 1:
+            raise _bad(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g}: "
+                                                 f"every entry gives at least one unroll per batch")
         total += spec["count"]
     if total != batch_size:
         raise ValueError(f"--replay-parameters: the entries' sample_ratio x --batch-size add up to {total} unrolls, "
@@ -225,10 +228,10 @@ def needs_features(spec):
 
 
 def slot_bytes(unroll_length, obs_shape, num_actions, hidden_size, feature_size):
-    """Bytes one stored unroll takes (float32 observations, as the unroll slots)."""
-    T = unroll_length
-    return (4 * (T + 1) * math.prod(obs_shape) + 8 * T + 4 * 2 * T + 4 * T * num_actions + 4 * 2 * hidden_size
-            + 4 * T * feature_size + 8 * 3)
+    """Bytes one stored unroll takes: one slot of the unroll layout (measured on a one-slot ``UnrollSlots``, so that
+    a new field counts), and the replay's ``sample_count`` and ``inserted``."""
+    one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size)
+    return sum(t.numel() * t.element_size() for t in vars(one).values() if torch.is_tensor(t)) + 2 * 8
 
 
 def available_memory():
@@ -271,7 +274,9 @@ def check_replay_memory(specs, unroll_length, obs_shape, num_actions, hidden_siz
 class ReplayBuffer(UnrollSlots):
     """One replay's unrolls in preallocated shared memory: the unroll slots' tensors (impala.py ``UnrollStore``)
     plus ``features [C, T, F]`` (F = 0 unless the replay ranks by them), ``sample_count`` and ``inserted`` (the
-    learner step that stored it), and ``size``/``cursor`` (next slot FIFO overwrites). The learner alone writes."""
+    learner step that stored it), ``size``/``cursor`` (next slot FIFO overwrites) and ``writing`` (the slot being
+    written, -1 when none). The learner alone writes; a learner killed in the middle of a write leaves ``writing``
+    set, and that slot is never sampled until the next learner has written it again (first)."""
 
     def __init__(self, spec, unroll_length, obs_shape, num_actions, hidden_size, feature_size):
         C = spec["capacity"]
@@ -282,6 +287,7 @@ class ReplayBuffer(UnrollSlots):
         self.inserted = torch.zeros(C, dtype=torch.int64)
         self.size = torch.zeros(1, dtype=torch.int64)
         self.cursor = torch.zeros(1, dtype=torch.int64)
+        self.writing = torch.full((1,), -1, dtype=torch.int64)
         self.share_memory()
 
     @property
@@ -295,37 +301,48 @@ class ReplayBuffer(UnrollSlots):
     def __len__(self):
         return int(self.size[0])
 
+    def whole(self):
+        """The slots that hold a whole unroll: the filled ones, less one a dead learner left half-written."""
+        filled = torch.arange(len(self))
+        return filled[filled != self.writing[0]] if self.writing[0] >= 0 else filled
+
     def ready(self):
         """Whether it can give its share of a batch (``count`` distinct unrolls)."""
-        return len(self) >= self.count
+        return len(self.whole()) >= self.count
 
     def insert_slot(self, generator, score=None):
-        """Where the next unroll goes: the next free slot, then the oldest (FIFO), or with elite insertion the one
-        of ``elite_batch_size`` random slots that ``score`` (slots -> distances) finds most drifted."""
+        """Where the next unroll goes: a slot a dead learner left half-written, else the next free slot, then the
+        oldest (FIFO), or with elite insertion the one of ``elite_batch_size`` random slots that ``score`` (slots
+        -> distances) finds most drifted. Changes nothing: ``put`` does."""
+        if self.writing[0] >= 0:
+            return int(self.writing[0])
         if len(self) < self.capacity:
-            slot = len(self)
-            self.size[0] += 1
-            return slot
+            return len(self)
         if self.spec.get("insert_strategy") == "elite_insertion" and score is not None:
             candidates = torch.randperm(self.capacity, generator=generator)[: self.spec["elite_batch_size"]]
             return int(candidates[torch.argmax(score(candidates))])
-        slot = int(self.cursor[0])
-        self.cursor[0] = (slot + 1) % self.capacity
-        return slot
+        return int(self.cursor[0])
 
     def put(self, slot, unroll, step):
-        """Store one unroll (one column of a time-major batch, ``unrolls.column``) into ``slot``, inserted at
-        learner step ``step`` and not sampled yet."""
+        """Store one unroll (one column of a time-major batch, ``unrolls.column``) into ``slot`` (``insert_slot``'s),
+        inserted at learner step ``step`` and not sampled yet; the slot counts as filled once it is whole."""
+        self.writing[0] = slot
         self.store(slot, unroll)
         self.sample_count[slot] = 0
         self.inserted[slot] = step
+        if slot == len(self):
+            self.size[0] += 1
+        elif slot == self.cursor[0]:
+            self.cursor[0] = (slot + 1) % self.capacity
+        self.writing[0] = -1
 
     def candidates(self, generator, progress):
-        """``lambda x count`` distinct random slots (all the filled ones at most; never fewer than ``count``)."""
+        """``lambda x count`` distinct random whole slots (all of them at most; never fewer than ``count``)."""
         lam = annealed_lambda(self.spec.get("lambda_batch_multiplier", 1), self.spec.get("alfa_annealing_factor", 1),
                               progress)
-        k = min(len(self), max(self.count, int(lam * self.count)))
-        return torch.randperm(len(self), generator=generator)[:k]
+        whole = self.whole()
+        k = min(len(whole), max(self.count, int(lam * self.count)))
+        return whole[torch.randperm(len(whole), generator=generator)[:k]]
 
     def sample(self, generator, progress=0.0, score=None):
         """``count`` distinct slots: uniform, or ranked by ``score`` (slots -> distances) with the replay's

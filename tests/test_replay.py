@@ -123,6 +123,34 @@ def test_fifo_store_and_uniform_distinct_samples():
     assert batch["obs"].shape == (4, 3, 2) and batch["hx"].shape == (3, 0)
 
 
+def test_a_write_cut_short_is_never_sampled_and_is_written_first():
+    """A learner killed in the middle of ``put`` (here: an unroll whose last fields are missing) leaves the slot
+    half-written: it is not sampled, does not count towards ``ready``, and the next insert rewrites it."""
+    g = torch.Generator().manual_seed(2)
+    buffer = ReplayBuffer(spec(type="standard", capacity=3, count=2), 3, [2], 2, 0, 4)
+    fill(buffer, fake_unrolls(3), g)  # slots 0, 1, 2 hold unrolls 0, 1, 2; the next FIFO overwrite is slot 0
+    broken = {k: v for k, v in column(fake_unrolls(1, start=7.0), 0).items() if k not in ("hx", "cx")}
+    with pytest.raises(KeyError):
+        buffer.put(buffer.insert_slot(g), broken, step=2)
+    assert buffer.obs[0, 0, 0].item() == 7.0  # half-written: new observations, the old unroll's states
+    for _ in range(20):
+        assert 0 not in buffer.sample(g).tolist()
+    assert buffer.ready() and buffer.sample_count[0].item() == 0
+    fill(buffer, fake_unrolls(1, start=8.0), g, step=3)
+    assert buffer.obs[0, 0, 0].item() == 8.0 and buffer.inserted[0].item() == 3 and buffer.writing.item() == -1
+    fill(buffer, fake_unrolls(1, start=9.0), g, step=4)  # then FIFO goes on where it was: slot 1
+    assert buffer.obs[:, 0, 0].tolist() == [8.0, 9.0, 2.0]
+    assert {0, 1} & set(buffer.sample(g).tolist())
+
+
+def test_a_half_written_slot_is_not_counted_as_ready():
+    g = torch.Generator().manual_seed(3)
+    buffer = ReplayBuffer(spec(type="standard", capacity=2, count=2), 3, [2], 2, 0, 4)
+    fill(buffer, fake_unrolls(2), g)
+    buffer.writing[0] = 1  # as a learner killed writing slot 1 leaves it
+    assert not buffer.ready()
+
+
 def test_elite_sampling_takes_the_closest_and_counts_them():
     g = torch.Generator().manual_seed(1)
     buffer = ReplayBuffer(spec(capacity=8, count=2, lambda_batch_multiplier=4), 3, [2], 2, 0, 4)
@@ -173,6 +201,11 @@ def test_specs_default_and_tolerant_ratios():
     assert specs[2]["elite_sampling_strategy"] == "strategy3" and specs[2]["p"] == 2
 
 
-def test_slot_bytes():
-    # CartPole, T = 20: 21 x 4 floats, 20 actions (int64), rewards and dones, 20 x 2 logits, no state, no features
-    assert slot_bytes(20, [4], 2, 0, 0) == 4 * 21 * 4 + 8 * 20 + 8 * 20 + 4 * 20 * 2 + 24
+@pytest.mark.parametrize("hidden, features", [(0, 0), (16, 4)])
+def test_slot_bytes_is_what_a_replay_allocates_per_unroll(hidden, features):
+    buffer = ReplayBuffer(spec(capacity=5, sample_strategy="elite_sampling"), 20, [4], 2, hidden, features)
+    per_slot = [t for t in vars(buffer).values() if torch.is_tensor(t) and t.shape[:1] == (5,)]
+    assert sum(t.numel() * t.element_size() for t in per_slot) == 5 * slot_bytes(20, [4], 2, hidden, features)
+    # CartPole, T = 20, no state or features: 21 x 4 observations, 20 actions (int64), rewards, dones and values,
+    # 20 x 2 logits, two int64 counters
+    assert slot_bytes(20, [4], 2, 0, 0) == 4 * 21 * 4 + 8 * 20 + 4 * 3 * 20 + 4 * 20 * 2 + 2 * 8

@@ -29,6 +29,8 @@ def replays(*entries):
     (["--replay-parameters", replays(QUEUE, {**STANDARD, "sample_ratio": 0.25})],
      ["sample_ratio", "add up to 6", "--batch-size 8"]),
     (["--replay-parameters", replays({**STANDARD, "sample_ratio": 1})], ["no on-policy queue"]),
+    (["--replay-parameters", replays({**QUEUE, "sample_ratio": 1}, {**STANDARD, "sample_ratio": 1e-9})],
+     ["entry 2", "sample_ratio", "at least one unroll"]),
     (["--replay-parameters", replays(QUEUE, {**STANDARD, "type": "custom", "dist_function": "ln_norm",
                                              "capacity": 10, "insert_strategy": "elite_insertion"})],
      ["entry 2", "elite_batch_size", "20", "capacity 10"]),
