@@ -13,7 +13,7 @@ import os
 import torch
 
 from checkpoints import CheckpointError, check_compatible, load_checkpoint
-from defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults, slots_per_actor
+from defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
 import retro_env
 from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, frames_per_step, is_atari
 from environment import is_retro, load_env_config, make_env

@@ -37,7 +37,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from config import slots_per_actor
+from defaults import slots_per_actor
 from inference import InferenceClient, InferenceServer, InferenceStopped, LocalPolicy, inference
 from model import Replica, build_model, fast_layout, feature_size
 from replay import ReplayBuffer, concat, distance, needs_features, replay_specs
