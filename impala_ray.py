@@ -61,6 +61,14 @@ QUIET = {"RAY_USAGE_STATS_ENABLED": "0"}
 LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
+class ClusterError(RuntimeError):
+    """Ray could not start the run's local cluster (exit 1, one line)."""
+
+
+class ActorsFailing(RuntimeError):
+    """More than ``--max-restarts`` actor deaths within a minute."""
+
+
 class Cluster:
     """The Ray cluster of a run: ``Cluster.local(workers)`` starts a one-machine cluster on the loopback address
     (stopped by ``stop``); ``Cluster.join(address)`` joins the user's (``stop`` leaves it running). The run's
@@ -82,6 +90,9 @@ class Cluster:
             # "local": a new cluster, always (with no address Ray would join the one `ray start` last started here)
             context = ray.init(address="local", num_cpus=workers, num_gpus=0, include_dashboard=False,
                                configure_logging=False, log_to_driver=False)
+        except Exception as exc:  # no room in its temp folder, ports taken, ...: Ray's own words, one line
+            ray.shutdown()
+            raise ClusterError(f"could not start a local Ray cluster ({first_line(exc)})") from None
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         return cls(context.address_info["gcs_address"], started=True)
@@ -106,7 +117,7 @@ class Cluster:
             try:
                 ray.init(address=address, configure_logging=False, log_to_driver=False)
             except Exception as exc:  # a version mismatch, a refused token, ...: Ray's own words, one line
-                failure.append(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+                failure.append(first_line(exc))
 
         joining, said = threading.Thread(target=init, daemon=True), []
         with stderr_held(said):  # Ray's core logs each failed attempt: the user gets our one line instead
@@ -164,6 +175,11 @@ def start_cluster(args):
     except KeyboardInterrupt:
         ray.shutdown()
         raise
+
+
+def first_line(exc):
+    """An exception in one line: its message's first, or its type's name."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def connect(address):
@@ -275,11 +291,11 @@ class ActorFleet:
         return arrived
 
     def replace(self, rank, exc):
-        """A new actor for ``rank``; its predecessor's other calls are forgotten. Raises RuntimeError after more
+        """A new actor for ``rank``; its predecessor's other calls are forgotten. Raises ActorsFailing after more
         than ``--max-restarts`` deaths within a minute."""
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = first_line(exc)
         if not self.deaths.death():
-            raise RuntimeError(f"actor {rank} failed ({reason}): {self.deaths.too_many('actor deaths')}")
+            raise ActorsFailing(f"actor {rank} failed ({reason}): {self.deaths.too_many('actor deaths')}")
         ray.kill(self.actors[rank])  # one that failed but lives would hold its CPU for nothing
         self.calls = {ref: r for ref, r in self.calls.items() if r != rank}
         self.idle = collections.deque(r for r in self.idle if r != rank)
@@ -355,24 +371,32 @@ def learner(args, settings, meta, shared_model, optimizer, state, address, log_f
     step = LearnerStep(args, meta, shared_model, optimizer, weights, state, replays)
     fleet = ActorFleet(args, settings, meta, unroll_features(args, meta), weights, state, log)
     queue = UnrollQueue(slots_per_actor(args) * args.workers)  # as many unrolls as the shared-memory slots
-    frames_per_unroll = args.num_steps * args.envs_per_worker * args.frames_per_step
     try:
-        while not state.stop.is_set() and parent_alive(parent_pid):
-            for rank, arrays, version, games in fleet.collect(0.0 if len(queue) >= step.need else WAIT):
-                state.add(rank, frames_per_unroll, games)
-                state.dropped.value += queue.put(arrays, version)
-                if queue.full():  # this actor gets no new call until there is room: the learner is behind
-                    state.actor_waits.add(rank, 1)
-            if args.max_policy_lag is not None:
-                state.dropped.value += queue.drop_older_than(weights.version - args.max_policy_lag)
-            if len(queue) >= step.need:
-                fresh, versions = queue.take(step.need)
-                step(fresh, weights.version - versions)
-            if not queue.full():
-                fleet.call_idle()
+        run_actors(args, state, parent_pid, step, fleet, queue, weights)
+    except ActorsFailing as exc:  # the run ends (stop_reason error), said in one line, not restarted
+        log(f"{exc}; stopping")
+        state.failed.value = 1
     finally:
         fleet.stop()
         ray.shutdown()
+
+
+def run_actors(args, state, parent_pid, step, fleet, queue, weights):
+    """The learner's loop: collect the actors' unrolls into ``queue``, and one ``step`` per batch."""
+    frames_per_unroll = args.num_steps * args.envs_per_worker * args.frames_per_step
+    while not state.stop.is_set() and parent_alive(parent_pid):
+        for rank, arrays, version, games in fleet.collect(0.0 if len(queue) >= step.need else WAIT):
+            state.add(rank, frames_per_unroll, games)
+            state.dropped.value += queue.put(arrays, version)
+            if queue.full():  # this actor gets no new call until there is room: the learner is behind
+                state.actor_waits.add(rank, 1)
+        if args.max_policy_lag is not None:
+            state.dropped.value += queue.drop_older_than(weights.version - args.max_policy_lag)
+        if len(queue) >= step.need:
+            fresh, versions = queue.take(step.need)
+            step(fresh, weights.version - versions)
+        if not queue.full():
+            fleet.call_idle()
 
 
 def ray_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds, address):

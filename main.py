@@ -61,13 +61,16 @@ def main(argv=None):
         return EXIT_BAD_INPUT
     cluster = None
     if args.backend == "ray":  # joining the user's cluster is the last check of the input
-        from impala_ray import start_cluster  # Ray is an optional extra: imported only when asked for
+        from impala_ray import ClusterError, start_cluster  # Ray is an optional extra: imported only when asked for
 
         try:
             cluster = start_cluster(args)
         except ValueError as exc:
             print(f"main.py: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        except ClusterError as exc:  # not the input's fault, and nothing started: exit 1
+            print(f"main.py: error: {exc}", file=sys.stderr)
+            return EXIT_CRASH
         except KeyboardInterrupt:  # before anything was built: nothing to save
             return EXIT_SIGINT
     try:

@@ -64,6 +64,7 @@ class RunState:
         self.episodes = SlotCounter(ctx, "q", workers, int(episodes))  # finished training games (not lives)
         self.nonfinite = SlotCounter(ctx, "q", workers)  # updates skipped for a non-finite loss or gradient
         self.diverged = ctx.RawValue("b", 0)  # set by a worker after --max-nonfinite skipped updates in a row
+        self.failed = ctx.RawValue("b", 0)  # set by a role that cannot go on and has said why: the run stops
         # written by the evaluator only
         self.best_return = ctx.RawValue("d", float(best_return))
         self.best_mean_return = ctx.RawValue("d", float(best_mean_return))

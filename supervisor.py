@@ -94,7 +94,7 @@ class Supervisor:
     def check(self):
         """Replace dead children. Returns an error message once too many have died, else None."""
         for name, proc in list(self.children.items()):
-            if proc.is_alive() or self.state.stop.is_set():
+            if proc.is_alive() or self.state.stop.is_set() or self.state.failed.value:
                 continue
             proc.join()
             if not self.deaths.death():
@@ -138,6 +138,8 @@ def supervise(args, supervisor, state, clock, save_checkpoint, log):
         if state.diverged.value:
             log(f"{args.max_nonfinite} non-finite updates in a row: training has diverged; stopping with the last "
                 f"good weights (try a lower --lr or --max-grad-norm)")
+            return "error", EXIT_CRASH
+        if state.failed.value:  # the role said why, in its own line
             return "error", EXIT_CRASH
         problem = supervisor.check()
         if problem:

@@ -182,6 +182,30 @@ def test_killed_actor_is_replaced_and_the_run_goes_on(tmp_path):
 
 @needs_ray
 @pytest.mark.slow
+def test_more_actor_deaths_than_max_restarts_end_the_run_in_one_line(tmp_path):
+    proc = start_run(tmp_path, *RAY, "--max-restarts", "0", "--max-seconds", "120", env=QUIET_RAY)
+    node, pid = wait_for(lambda: actor_placements(tmp_path).get(0), 60)
+    os.kill(pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 1, stderr[-2000:]
+    assert re.search(r"actor 0 failed \(.*\): 1 actor deaths within 60 s is more than --max-restarts 0; stopping",
+                     stderr)
+    assert "Traceback" not in stderr and "restarting it" not in stderr  # the learner is not restarted for it
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["stop_reason"] == "error" and summary["restarts"] == 0
+
+
+@needs_ray
+def test_a_local_cluster_that_cannot_start_is_one_line(tmp_path):
+    result = run_main(*RAY, "--max-seconds", "5", *out_dirs(tmp_path), timeout=120,
+                      env={**QUIET_RAY, "RAY_TMPDIR": "/dev/null/ray"})  # Ray's folder cannot be made there
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("main.py: error: could not start a local Ray cluster")
+    assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()
+
+
+@needs_ray
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_or_sigterm_stops_every_ray_process_the_run_started(tmp_path, sig, code):
     proc = start_run(tmp_path, *RAY, "--max-seconds", "120", env=QUIET_RAY)
