@@ -139,6 +139,11 @@ class SharedWeights:
         return version
 
 
+def unroll_frames(args):
+    """Emulator frames in one actor's unroll: every env's ``--unroll-length`` steps, each ``frames_per_step``."""
+    return args.num_steps * args.envs_per_worker * args.frames_per_step
+
+
 class Acting:
     """An actor's side of the boundary, the same for both backends: its environments, the policy it acts with
     (``LocalPolicy`` or ``InferenceClient``) and one unroll's buffers, allocated once. ``unroll()`` plays
@@ -159,7 +164,7 @@ class Acting:
         self.rewards, self.dones = torch.zeros(T, batch), torch.zeros(T, batch)
         self.logits, self.values = torch.zeros((T, batch, meta["num_actions"])), torch.zeros(T, batch)
         self.features = torch.zeros((T, batch, feature_size))  # F = 0 unless a replay ranks by them
-        self.frames = T * batch * args.frames_per_step  # emulator frames per unroll
+        self.frames = unroll_frames(args)
 
     def unroll(self):
         """One unroll of every environment, time-major: ``{"obs": [T + 1, B, ...], "actions", "rewards", "dones",
@@ -364,8 +369,8 @@ class LearnerStep:
         self.replica.pull()
         batch, insert_scores = build_batch(fresh, self.replays, self.generator,
                                            run_progress(args, state, self.started), self.model, device)
+        batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
         logits, values = learner_forward(self.model, batch, device)
-        batch = {k: v.to(device) for k, v in batch.items()}
         mask = None
         if args.kl_mask:
             mask = trust_region_mask(batch["logits"], logits[:-1].detach(), args.kl_threshold,

@@ -45,7 +45,7 @@ import torch
 from ray._private import ray_constants  # Ray is pinned (requirements-ray.txt): see Cluster.local
 
 from defaults import slots_per_actor
-from impala import Acting, LearnerStep, evaluator_role, local_policy, replays_for, unroll_features
+from impala import Acting, LearnerStep, evaluator_role, local_policy, replays_for, unroll_features, unroll_frames
 from model import flat_buffer, flatten_parameters
 from supervisor import RestartWindow
 from utils import file_logger, parent_alive, setup_child_process
@@ -383,7 +383,7 @@ def learner(args, settings, meta, shared_model, optimizer, state, address, log_f
 
 def run_actors(args, state, parent_pid, step, fleet, queue, weights):
     """The learner's loop: collect the actors' unrolls into ``queue``, and one ``step`` per batch."""
-    frames_per_unroll = args.num_steps * args.envs_per_worker * args.frames_per_step
+    frames_per_unroll = unroll_frames(args)
     while not state.stop.is_set() and parent_alive(parent_pid):
         for rank, arrays, version, games in fleet.collect(0.0 if len(queue) >= step.need else WAIT):
             state.add(rank, frames_per_unroll, games)
