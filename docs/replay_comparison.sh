@@ -2,8 +2,10 @@
 # Issue 14's comparison: IMPALA on Pong (Nature network, the defaults otherwise), 2M frames a run,
 #   A no replay, B queue 0.5 + standard 0.5, C B with --kl-mask, D queue 0.5 + elite sampling (strategy 3),
 # interleaved by seed (A1 B1 C1 D1 A2 ...) so that a comparison cut short still has every configuration.
+# Always in float32 (--no-bf16), so that runs made on machines with and without native bf16 compare.
 #   bash docs/replay_comparison.sh [SEEDS...]        (default 1 2 3; output in sweeps/replay/<config>-s<seed>)
-# then: python docs/replay_table.py sweeps/replay
+# Each finished run's args.json, summary.json and progress.csv are copied to docs/replay_runs/<config>-s<seed>/
+# (small, committed: the table outlives the machine); then: python docs/replay_table.py
 set -u
 cd "$(dirname "$0")/.."
 Q='{"type": "queue", "capacity": 1, "sample_ratio": 0.5}'
@@ -13,7 +15,7 @@ SEEDS=("$@"); [ ${#SEEDS[@]} -gt 0 ] || SEEDS=(1 2 3)
 for seed in "${SEEDS[@]}"; do
   for config in A B C D; do
     out="sweeps/replay/$config-s$seed"
-    [ -e "$out/sweep.json" ] && { echo "replay_comparison: $out is done, skipped"; continue; }
+    [ -e "docs/replay_runs/$config-s$seed/summary.json" ] && { echo "replay_comparison: $config-s$seed is done, skipped"; continue; }
     [ -e "$out" ] && { echo "replay_comparison: $out was cut short, run again"; rm -rf "$out"; }
     case $config in
       A) extra=();;
@@ -22,6 +24,8 @@ for seed in "${SEEDS[@]}"; do
       D) extra=(--replay-parameters "[$Q, $ELITE]");;
     esac
     python sweep.py --runs 1 --seed0 "$seed" --frames 2000000 --budgets 1e6 1.5e6 2e6 --out "$out" \
-      -- --algo impala --model nature "${extra[@]}" || exit $?
+      -- --algo impala --model nature --no-bf16 "${extra[@]}" || exit $?
+    mkdir -p "docs/replay_runs/$config-s$seed"
+    cp "$out/run1/args.json" "$out/run1/summary.json" "$out/run1/progress.csv" "docs/replay_runs/$config-s$seed/"
   done
 done

@@ -1,6 +1,7 @@
 """Issue 14's table and figure from the runs of docs/replay_comparison.sh.
 
-    python docs/replay_table.py sweeps/replay            # prints the table; writes sweeps/replay/replay.md and .png
+    python docs/replay_table.py [FOLDER]      # prints the table; writes FOLDER/replay.md and .png
+                                              # FOLDER: docs/replay_runs (the default) or sweeps/replay
 
 Per configuration (A no replay, B queue 0.5 + standard 0.5, C B with --kl-mask, D queue 0.5 + elite sampling,
 strategy 3): the runs found, the median and worst evaluator running mean at 2M frames (the last game at or before
@@ -27,8 +28,9 @@ NAMES = {"A": "no replay", "B": "queue 0.5 + standard 0.5", "C": "B with --kl-ma
 def load(folder):
     """{config: [run, ...]}, each run a dict with seed, progress columns and its summary (None while running)."""
     runs = {}
-    for path in sorted(glob.glob(os.path.join(folder, "[A-D]-s*", "run1"))):
-        config, seed = os.path.basename(os.path.dirname(path)).split("-s")
+    for found in sorted(glob.glob(os.path.join(folder, "[A-D]-s*"))):
+        config, seed = os.path.basename(found).split("-s")
+        path = os.path.join(found, "run1") if os.path.isdir(os.path.join(found, "run1")) else found
         summary_path = os.path.join(path, "summary.json")
         summary = json.load(open(summary_path)) if os.path.isfile(summary_path) else None
         try:
@@ -83,7 +85,7 @@ def figure(runs, path):
 def main(folder):
     runs = load(folder)
     if not runs:
-        sys.exit(f"replay_table.py: error: no <config>-s<seed>/run1 folders in {folder}")
+        sys.exit(f"replay_table.py: error: no <config>-s<seed> folders in {folder}")
     text = table(runs)
     print(text)
     with open(os.path.join(folder, "replay.md"), "w") as f:
@@ -92,6 +94,6 @@ def main(folder):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python docs/replay_table.py SWEEP_FOLDER")
-    main(sys.argv[1])
+    if len(sys.argv) > 2:
+        sys.exit("usage: python docs/replay_table.py [FOLDER]   (default: docs/replay_runs)")
+    main(sys.argv[1] if len(sys.argv) == 2 else os.path.join(HERE, "replay_runs"))
