@@ -236,12 +236,14 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
         pass
 
 
-def learner_forward(model, batch, device):
+def learner_forward(model, batch, device, bf16=False):
     """The learner's policy and values over a batch of unrolls: ``[T + 1, n, A]`` logits and ``[T + 1, n]`` values,
     from the state each unroll started in, reset where an episode ended (``model.unroll``: the convolutional part
-    sees all ``(T + 1) x n`` observations in one batch)."""
+    sees all ``(T + 1) x n`` observations in one batch). With ``bf16`` (``--bf16``) the forward pass runs under
+    bfloat16 autocast, as A3G's workers' do; the results, and the loss, are float32."""
     state = (batch["hx"].to(device), batch["cx"].to(device))
-    values, logits, _ = model.unroll(batch["obs"].to(device), state, batch["dones"].to(device))
+    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
+        values, logits, _ = model.unroll(batch["obs"].to(device), state, batch["dones"].to(device))
     return logits.float(), values.float()
 
 
@@ -370,7 +372,7 @@ class LearnerStep:
         batch, insert_scores = build_batch(fresh, self.replays, self.generator,
                                            run_progress(args, state, self.started), self.model, device)
         batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
-        logits, values = learner_forward(self.model, batch, device)
+        logits, values = learner_forward(self.model, batch, device, args.bf16)
         mask = None
         if args.kl_mask:
             mask = trust_region_mask(batch["logits"], logits[:-1].detach(), args.kl_threshold,

@@ -76,6 +76,25 @@ def test_feed_forward_learner_forward_is_one_batch():
     torch.testing.assert_close(logits[1], logit)
 
 
+def test_bf16_learner_forward_runs_in_bfloat16_and_returns_float32():
+    torch.manual_seed(0)
+    model = build_model(model_meta("nature", [4, 84, 84], 6, 0))
+    batch = {"obs": torch.rand(3, 2, 4, 84, 84), "hx": torch.zeros(2, 0), "cx": torch.zeros(2, 0),
+             "dones": torch.zeros(2, 2)}
+    seen = []
+    first = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d))
+    first.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
+    full = learner_forward(model, batch, "cpu")
+    half = learner_forward(model, batch, "cpu", bf16=True)
+    assert seen == [torch.float32, torch.bfloat16]
+    for a, b in zip(full, half):
+        assert b.dtype == torch.float32
+        torch.testing.assert_close(b, a, atol=0.05, rtol=0.05)
+    loss = half[1].sum()
+    loss.backward()  # the gradient reaches the float32 weights
+    assert first.weight.grad is not None and first.weight.grad.dtype == torch.float32
+
+
 def test_on_policy_loss_is_the_n_step_actor_critic_loss():
     """Behaviour = target policy (log-rhos 0): V-trace targets are n-step returns and the policy gradient weights
     the log-probabilities by r + gamma * v' - V, so the loss is computed from those by hand here."""
