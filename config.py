@@ -104,7 +104,7 @@ def build_parser(suppress_defaults=False):
         help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
     add("--batch-size", type=auto_or(int), default=AUTO,
         help="IMPALA: unrolls per learner step; auto: 8, or two per env where there are fewer envs (retro games' "
-             "one env per actor)")
+             "one env per actor), or what --num-buffers' slots can fill where that is less")
     add("--backend", default="shm", choices=["shm", "ray"],
         help="IMPALA: how unrolls and weights travel between the roles: shm (shared memory, one machine) or ray "
              "(actors as Ray actors, on this machine or a cluster; pip install -r requirements-ray.txt)")
@@ -152,7 +152,8 @@ def build_parser(suppress_defaults=False):
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
         help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
     add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
-        help="bfloat16 autocast for the workers' forward passes (faster, less exact); auto: on for Atari on a "
+        help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
+             "less exact); auto: on for Atari on a "
              "CPU-only machine whose CPU has native bf16, else off")
     add("--envs-per-worker", type=auto_or(int), default=AUTO,
         help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "

@@ -103,8 +103,9 @@ def slots_per_actor(args):
     of an actor's environments (one being filled while the other waits for the learner); without ``--num-buffers``,
     also enough that the actors can always fill a batch (``batch_capacity``)."""
     least = 2 * args.envs_per_worker
-    if args.num_buffers is None:  # B <= workers * (per_actor - E + 1)
-        least = max(least, -(-args.batch_size // args.workers) + args.envs_per_worker - 1)
+    if args.num_buffers is None:  # B <= batch_capacity(args)
+        claimed_at_once = args.envs_per_worker if args.backend == "shm" else 1  # Ray's queue: no claims
+        least = max(least, -(-args.batch_size // args.workers) + claimed_at_once - 1)
     return max((args.num_buffers or 0) // args.workers, least)
 
 

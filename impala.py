@@ -8,8 +8,9 @@ Roles, handed to the supervisor as A3G's are (``impala_roles``):
   the behaviour policy's logits and values, the recurrent state at the unroll's start and the weights' version)
   into a slot of the shared ``UnrollStore``;
 - **learner** x 1: takes the oldest full unrolls (``LearnerStep.need`` of them: ``--batch-size`` less the share of
-  each replay that can already give its own; dropping those more than ``--max-policy-lag`` versions old), computes V-trace targets (``returns.vtrace_from_logits``), steps the shared optimizer on the
-  shared model (through a replica on its device, as an A3G worker does) and publishes the new weights' version;
+  each replay that can already give its own; dropping those more than ``--max-policy-lag`` versions old),
+  computes V-trace targets (``returns.vtrace_from_logits``), steps the shared optimizer on the shared model
+  (through a replica on its device, as an A3G worker does) and publishes the new weights' version;
 - **evaluator**: test.py, exactly as for A3G;
 - **inference** x 1 with ``--inference server``: answers the actors' forward passes in batches (inference.py).
 

@@ -332,7 +332,7 @@ class ReplayBuffer(UnrollSlots):
         self.inserted[slot] = step
         if slot == len(self):
             self.size[0] += 1
-        elif slot == self.cursor[0]:
+        elif len(self) == self.capacity and slot == self.cursor[0]:  # FIFO (a refill after a cut write: not)
             self.cursor[0] = (slot + 1) % self.capacity
         self.writing[0] = -1
 

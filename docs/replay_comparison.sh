@@ -15,7 +15,11 @@ SEEDS=("$@"); [ ${#SEEDS[@]} -gt 0 ] || SEEDS=(1 2 3)
 for seed in "${SEEDS[@]}"; do
   for config in A B C D; do
     out="sweeps/replay/$config-s$seed"
-    [ -e "docs/replay_runs/$config-s$seed/summary.json" ] && { echo "replay_comparison: $config-s$seed is done, skipped"; continue; }
+    kept="docs/replay_runs/$config-s$seed"
+    if [ ! -e "$kept/summary.json" ] && [ -e "$out/sweep.json" ]; then  # finished before runs were kept in docs/
+      mkdir -p "$kept" && cp "$out/run1/args.json" "$out/run1/summary.json" "$out/run1/progress.csv" "$kept/"
+    fi
+    [ -e "$kept/summary.json" ] && { echo "replay_comparison: $config-s$seed is done, skipped"; continue; }
     [ -e "$out" ] && { echo "replay_comparison: $out was cut short, run again"; rm -rf "$out"; }
     case $config in
       A) extra=();;
@@ -25,7 +29,6 @@ for seed in "${SEEDS[@]}"; do
     esac
     python sweep.py --runs 1 --seed0 "$seed" --frames 2000000 --budgets 1e6 1.5e6 2e6 --out "$out" \
       -- --algo impala --model nature --no-bf16 "${extra[@]}" || exit $?
-    mkdir -p "docs/replay_runs/$config-s$seed"
-    cp "$out/run1/args.json" "$out/run1/summary.json" "$out/run1/progress.csv" "docs/replay_runs/$config-s$seed/"
+    mkdir -p "$kept" && cp "$out/run1/args.json" "$out/run1/summary.json" "$out/run1/progress.csv" "$kept/"
   done
 done

@@ -6,7 +6,7 @@ import argparse
 import pytest
 
 from conftest import out_dirs, read_json, run_main
-from defaults import AUTO, batch_capacity, describe, resolve_defaults
+from defaults import AUTO, batch_capacity, describe, resolve_defaults, slots_per_actor
 
 
 def auto_args(**given):
@@ -54,6 +54,14 @@ def test_impala_batch_size_fits_the_slots(family, num_buffers, expected):
     args = auto_args(algo="impala", batch_size=16)
     resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
     assert args.batch_size == 16
+
+
+@pytest.mark.parametrize("backend, per_actor", [("shm", 11), ("ray", 8)])
+def test_slots_grow_to_fit_a_batch_by_what_an_actor_claims_at_once(backend, per_actor):
+    """2 actors x 4 envs, batches of 16: an shm actor claims 4 slots at once (16 / 2 + 3 per actor); Ray's queue
+    has no claims (16 / 2, and at least 2 per env)."""
+    args = argparse.Namespace(workers=2, envs_per_worker=4, batch_size=16, num_buffers=None, backend=backend)
+    assert slots_per_actor(args) == per_actor and batch_capacity(args) == 16
 
 
 @pytest.mark.parametrize("gpu, backend, expected", [(False, "shm", "local"), (True, "shm", "server"),

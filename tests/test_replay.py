@@ -143,6 +143,18 @@ def test_a_write_cut_short_is_never_sampled_and_is_written_first():
     assert {0, 1} & set(buffer.sample(g).tolist())
 
 
+def test_a_write_cut_after_its_slot_was_counted_keeps_the_fifo_order():
+    """Killed between counting a new slot and clearing ``writing``: the rewrite does not move the FIFO cursor, so
+    once the buffer is full the oldest slot, 0, is still the first overwritten."""
+    g = torch.Generator().manual_seed(4)
+    buffer = ReplayBuffer(spec(type="standard", capacity=3, count=1), 3, [2], 2, 0, 4)
+    fill(buffer, fake_unrolls(1), g)
+    buffer.writing[0] = 0  # as a learner killed at the end of put(0) leaves it
+    fill(buffer, fake_unrolls(3, start=1.0), g)  # slot 0 again, then 1 and 2
+    fill(buffer, fake_unrolls(1, start=9.0), g)
+    assert buffer.obs[:, 0, 0].tolist() == [9.0, 2.0, 3.0]
+
+
 def test_a_half_written_slot_is_not_counted_as_ready():
     g = torch.Generator().manual_seed(3)
     buffer = ReplayBuffer(spec(type="standard", capacity=2, count=2), 3, [2], 2, 0, 4)
