@@ -5,8 +5,9 @@
 
 Per configuration (A no replay, B queue 0.5 + standard 0.5, C B with --kl-mask, D queue 0.5 + elite sampling,
 strategy 3): the runs found, the median and worst evaluator running mean at 2M frames (the last game at or before
-it), the median frames/s of the runs (frames over wall seconds, start-up included), and the share of the learner's
-steps the trust region masked (C). A run that has not reached 2M frames yet is listed, not counted.
+it), each run's frames/s (frames over wall seconds, start-up included), and the share of the learner's steps the
+trust region masked (C). A run that has not reached 2M frames yet is not counted. Runs whose folders were lost with
+their machine count from FOLDER/lost.json (their figures as recorded at the time, marked * in the table).
 """
 
 import glob
@@ -26,7 +27,8 @@ NAMES = {"A": "no replay", "B": "queue 0.5 + standard 0.5", "C": "B with --kl-ma
 
 
 def load(folder):
-    """{config: [run, ...]}, each run a dict with seed, progress columns and its summary (None while running)."""
+    """{config: [run, ...]}, the finished runs by seed, each a dict with its seed, return at the budget, frames/s,
+    masked fraction (None unless --kl-mask) and progress columns (None for a lost run)."""
     runs = {}
     for found in sorted(glob.glob(os.path.join(folder, "[A-D]-s*"))):
         config, seed = os.path.basename(found).split("-s")
@@ -37,7 +39,17 @@ def load(folder):
             progress = read_progress(path)
         except Exception:  # no evaluator game yet
             progress = None
-        runs.setdefault(config, []).append({"seed": int(seed), "progress": progress, "summary": summary})
+        if summary and progress and summary["frames"] >= BUDGET:
+            runs.setdefault(config, []).append({
+                "seed": int(seed), "progress": progress, "return": return_at(progress, BUDGET),
+                "fps": summary["frames"] / summary["seconds"], "masked_fraction": summary.get("masked_fraction")})
+    lost = os.path.join(folder, "lost.json")
+    for run in json.load(open(lost))["runs"] if os.path.isfile(lost) else []:
+        runs.setdefault(run["config"], []).append({"seed": run["seed"], "progress": None, "lost": True,
+                                                   "return": run["return"], "fps": run["fps"],
+                                                   "masked_fraction": run.get("masked_fraction")})
+    for config in runs:
+        runs[config].sort(key=lambda run: run["seed"])
     return runs
 
 
@@ -47,18 +59,18 @@ def return_at(progress, frames):
 
 
 def table(runs):
-    lines = ["| config | replay | runs (seeds) | median return @ 2M | worst | frames/s (median) | masked steps |",
+    lines = ["| config | replay | return @ 2M by seed | median | worst | frames/s by seed | masked steps |",
              "|---|---|---|---|---|---|---|"]
     for config in sorted(runs):
-        done = [r for r in runs[config] if r["summary"] and r["summary"]["frames"] >= BUDGET and r["progress"]]
-        returns = [return_at(r["progress"], BUDGET) for r in done]
-        fps = [r["summary"]["frames"] / r["summary"]["seconds"] for r in done]
-        masked = [r["summary"]["masked_fraction"] for r in done if "masked_fraction" in r["summary"]]
-        seeds = ", ".join(str(r["seed"]) for r in done) or "-"
-        lines.append(f"| {config} | {NAMES[config]} | {len(done)} ({seeds}) | "
-                     + (f"{statistics.median(returns):+.1f} | {min(returns):+.1f} | {statistics.median(fps):,.0f} | "
-                        if done else "- | - | - | ")
-                     + (f"{statistics.median(masked):.1%} |" if masked else "- |"))
+        done = runs[config]
+        returns = [r["return"] for r in done]
+        mark = {True: "*", False: ""}
+        by_seed = ", ".join(f"s{r['seed']}{mark[bool(r.get('lost'))]} {r['return']:+.1f}" for r in done)
+        fps = ", ".join(f"s{r['seed']}{mark[bool(r.get('lost'))]} {r['fps']:,.0f}" for r in done)
+        masked = [r["masked_fraction"] for r in done if r["masked_fraction"] is not None]
+        lines.append(f"| {config} | {NAMES[config]} | {by_seed} | {statistics.median(returns):+.1f} | "
+                     f"{min(returns):+.1f} | {fps} | "
+                     + (f"{statistics.median(masked):.2%} |" if masked else "- |"))
     return "\n".join(lines)
 
 
@@ -69,7 +81,7 @@ def figure(runs, path):
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for i, config in enumerate(sorted(runs)):
-        for j, run in enumerate(r for r in runs[config] if r["progress"]):
+        for j, run in enumerate(r for r in runs[config] if r["progress"]):  # lost runs have no curve
             p = run["progress"]
             ax.plot([f / 1e6 for f in p["frames"]], p["mean_return"], color=f"C{i}", alpha=0.8,
                     label=f"{config}: {NAMES[config]}" if j == 0 else None)
@@ -77,7 +89,8 @@ def figure(runs, path):
     ax.set_ylabel("evaluator mean return (10 games)")
     ax.set_title("IMPALA on Pong, Nature network: replay or not")
     ax.axvline(BUDGET / 1e6, color="gray", lw=0.5)
-    ax.legend(loc="upper left", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -85,7 +98,7 @@ def figure(runs, path):
 def main(folder):
     runs = load(folder)
     if not runs:
-        sys.exit(f"replay_table.py: error: no <config>-s<seed> folders in {folder}")
+        sys.exit(f"replay_table.py: error: no finished <config>-s<seed> folders or lost.json in {folder}")
     text = table(runs)
     print(text)
     with open(os.path.join(folder, "replay.md"), "w") as f:
