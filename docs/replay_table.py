@@ -1,6 +1,7 @@
 """Issue 14's table and figure from the runs of docs/replay_comparison.sh.
 
-    python docs/replay_table.py [FOLDER]      # prints the table; writes FOLDER/replay.md and .png
+    python docs/replay_table.py [FOLDER]      # prints the table; writes FOLDER/replay.md and .png, and
+                                              # FOLDER/milestones.md (when each kept run reached 0, 10, 18)
                                               # FOLDER: docs/replay_runs (the default) or sweeps/replay
 
 Per configuration (A no replay, B queue 0.5 + standard 0.5, C B with --kl-mask, D queue 0.5 + elite sampling,
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from plot import read_progress  # noqa: E402
 
 BUDGET = 2_000_000
+LEVELS = (0, 10, 18)  # running means for milestones.md
 NAMES = {"A": "no replay", "B": "queue 0.5 + standard 0.5", "C": "B with --kl-mask",
          "D": "queue 0.5 + elite sampling (strategy 3)"}
 
@@ -74,6 +76,29 @@ def table(runs):
     return "\n".join(lines)
 
 
+def first_at(progress, level):
+    """(frames, wall seconds) of the first game at or before the budget whose running mean reached level, or None."""
+    for frames, seconds, mean in zip(progress["frames"], progress["wall_time_s"], progress["mean_return"]):
+        if frames > BUDGET:
+            break
+        if mean >= level:
+            return frames, seconds
+    return None
+
+
+def milestones(runs):
+    """When each kept run's running mean first reached each of LEVELS (lost runs have no progress to read)."""
+    lines = ["| run | " + " | ".join(f">= {level}" for level in LEVELS) + " |", "|---" * (len(LEVELS) + 1) + "|"]
+    for config in sorted(runs):
+        for run in (r for r in runs[config] if r["progress"]):
+            cells = []
+            for level in LEVELS:
+                hit = first_at(run["progress"], level)
+                cells.append(f"{hit[0] / 1e6:.2f}M ({hit[1] / 60:.1f} min)" if hit else "not in 2M")
+            lines.append(f"| {config} s{run['seed']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def figure(runs, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -103,6 +128,8 @@ def main(folder):
     print(text)
     with open(os.path.join(folder, "replay.md"), "w") as f:
         f.write(text + "\n")
+    with open(os.path.join(folder, "milestones.md"), "w") as f:
+        f.write(milestones(runs) + "\n")
     figure(runs, os.path.join(folder, "replay.png"))
 
 

@@ -51,3 +51,18 @@ def test_no_runs_is_one_line(tmp_path):
                             capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and "no finished" in result.stderr
+
+
+def test_milestones_of_kept_runs_within_the_budget(tmp_path):
+    kept_run(tmp_path / "A-s2", [-21, -10, 1.5, 3.0, 12.0], 2_000_000)  # +12 only at 2.5M: past the budget
+    kept_run(tmp_path / "C-s2", [-21, 0, 10, 18.4], 2_000_000)
+    (tmp_path / "lost.json").write_text(json.dumps({"note": "lost", "runs": [
+        {"config": "C", "seed": 1, "return": 20.2, "fps": 932}]}))
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "docs", "replay_table.py"), str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "milestones.md").read_text().splitlines() == [
+        "| run | >= 0 | >= 10 | >= 18 |",
+        "|---|---|---|---|",
+        "| A s2 | 1.50M (0.3 min) | not in 2M | not in 2M |",
+        "| C s2 | 1.00M (0.2 min) | 1.50M (0.3 min) | 2.00M (0.5 min) |"]  # the lost seed 1 has no progress
