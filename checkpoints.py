@@ -10,6 +10,7 @@
 
 import errno
 import os
+import shutil
 import zipfile
 
 import torch
@@ -24,9 +25,11 @@ class CheckpointError(ValueError):
     """A checkpoint that is missing, corrupt, of a newer format, or of another game or network: exit 2."""
 
 
-def model_file(env, meta, state_dict, episode_return, frames):
-    """The contents of a model file (``trained_models/<env>.pt``): weights plus what rebuilds the network and its
-    preprocessing, no optimizer state. Written by the evaluator and by export_model.py, read by gym_eval.py."""
+def model_file(env, meta, state_dict, episode_return, frames, run=None):
+    """The contents of a model file (a run's ``best_model.pt``, ``trained_models/<env>.pt``): weights plus what
+    rebuilds the network and its preprocessing, no optimizer state. ``return`` is the score of the evaluator game
+    these weights played (NaN for weights exported from a checkpoint), ``run`` the run directory that wrote the
+    file. Written by the evaluator and by export_model.py, read by gym_eval.py and ``--load``."""
     return {
         "format_version": FORMAT_VERSION,
         "kind": "model",
@@ -35,13 +38,14 @@ def model_file(env, meta, state_dict, episode_return, frames):
         "state_dict": {k: v.detach().cpu() for k, v in state_dict.items()},
         "return": float(episode_return),
         "frames": float(frames),
+        "run": None if run is None else os.path.abspath(run),
     }
 
 
 def _atomic_write(path, write, keep_previous_as=None):
     """Write through ``write(file)`` to a temporary file beside ``path``, fsync it, then rename it over ``path``: a
     reader sees the old file or the new one, never half of one. On any error the temporary file is removed and the
-    old file is left as it was. ``keep_previous_as`` hard-links the old file to that name first."""
+    old file is left as it was. ``keep_previous_as`` keeps the old file under that name first (``keep_as``)."""
     path = os.fspath(path)
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
@@ -53,9 +57,7 @@ def _atomic_write(path, write, keep_previous_as=None):
             f.flush()
             os.fsync(f.fileno())
         if keep_previous_as and os.path.exists(path):
-            if os.path.exists(keep_previous_as):
-                os.remove(keep_previous_as)
-            os.link(path, keep_previous_as)
+            keep_as(path, keep_previous_as)
         os.replace(tmp, path)
         try:  # make the rename itself durable
             dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
@@ -68,6 +70,26 @@ def _atomic_write(path, write, keep_previous_as=None):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def keep_as(path, archive):
+    """Give ``path``'s file a second name, ``archive``: a hard link (no copy), or where the file system has none
+    (vfat, some network mounts) a copy written to a temporary file and renamed into place. An existing
+    ``archive`` is never replaced: it may hold another state than ``path``."""
+    if os.path.exists(archive):
+        raise FileExistsError(errno.EEXIST, f"{archive} already exists; it is kept", archive)
+    try:
+        os.link(path, archive)
+    except FileExistsError:
+        raise
+    except OSError:
+        tmp = f"{archive}.tmp.{os.getpid()}"
+        try:
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, archive)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
 
 def atomic_torch_save(obj, path, keep_previous_as=None):
@@ -144,7 +166,9 @@ class CheckpointWriter:
 
     A failed write (disk full, read-only folder) is logged and leaves the previous checkpoint intact; training
     goes on. ``save`` returns whether the write succeeded. ``protect``: the file a run resumed from (an archive,
-    say), which is never replaced or rotated out: resuming must not destroy what it resumed from.
+    say), which is never replaced or rotated out: resuming must not destroy what it resumed from. Rotation removes
+    the archives of fewest frames, which are the oldest because frames never go backwards within one run
+    directory: a resume from an earlier state writes into a branch directory of its own (``run_dir.py``).
     """
 
     def __init__(self, path, keep, log, last_frames=None, protect=None):
@@ -165,7 +189,7 @@ class CheckpointWriter:
         archive = None
         if self.keep > 1 and self.last_frames is not None and os.path.exists(self.path):
             archive = os.path.join(self.folder, f"checkpoint-{self.last_frames}.pt")
-            if archive == self.protect:  # the same frame count: the protected file already holds that state
+            if os.path.exists(archive):  # frames only grow in a run directory: that file holds this very state
                 archive = None
         try:
             atomic_torch_save(payload, self.path, keep_previous_as=archive)

@@ -20,6 +20,7 @@ from environment import is_retro, load_env_config, make_env
 from model import FRAME_FORMAT, ModelError, choose_model, feature_size, model_meta
 from replay import DEFAULT_REPLAY_PARAMETERS, check_replay_memory, replay_specs
 from returns import TRUST_REGION_MODES
+from run_dir import choose_run_dir
 from utils import OneLineParser, cpu_has_native_bf16, env_file_name, missing_gpus, usable_cores
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,7 +78,9 @@ def build_parser(suppress_defaults=False):
         help="save the evaluator's model only when its score matches or beats the best (else after every game)")
     add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
     add("-lmd", "--load-model-dir", default="trained_models/", help="folder --load reads <env>.pt from")
-    add("-smd", "--save-model-dir", default="trained_models/", help="folder the best model <env>.pt goes to")
+    add("-smd", "--save-model-dir", default=None,
+        help="also keep the best model as <save-model-dir>/<env>.pt (it always goes to the run directory's "
+             "best_model.pt); a file there that another run wrote is replaced only by a better game")
     add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
     add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
         help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
@@ -205,8 +208,6 @@ def parse_args(argv):
                 setattr(args, key, value)
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
-        if "run_dir" not in explicit:
-            args.run_dir = resumed_run_dir(args.resume)
     check_algo_flags(args.algo, explicit)
     return args, resumed
 
@@ -219,10 +220,6 @@ def check_algo_flags(algo, given):
         if other != algo and wrong:
             raise ValueError(f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for --algo {other}, and this "
                              f"run is --algo {algo}")
-
-
-def resumed_run_dir(path):
-    return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
 
 
 def check_args(args):
@@ -339,6 +336,7 @@ def validate(argv):
     (args, settings, meta, resumed checkpoint or None, --load model or None); raises one of BAD_INPUT_ERRORS (or
     SystemExit(2) from the parser for malformed flags)."""
     args, resumed = parse_args(argv)
+    args.run_dir = choose_run_dir(args, resumed)  # a folder that would mix two runs is refused here
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
     args.defaults = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))

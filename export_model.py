@@ -3,7 +3,7 @@
     python export_model.py runs/<run> trained_models/PongNoFrameskip-v4.pt
     python export_model.py runs/<run>/checkpoint-1200000.pt pong_at_1.2M.pt
 
-The evaluator already keeps the weights of its best game in ``trained_models/<env>.pt``; one great game is a noisy
+The evaluator already keeps the weights of its best game in the run's ``best_model.pt``; one great game is a noisy
 way to pick a model, so this takes the run's own latest weights (its ``checkpoint.pt``) instead. The model file holds
 the weights and what is needed to rebuild the network and the preprocessing, without the optimizer's statistics.
 """

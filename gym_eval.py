@@ -3,6 +3,7 @@
     python gym_eval.py --env CartPole-v1                          # 100 greedy games with trained_models/CartPole-v1.pt
     python gym_eval.py --env PongNoFrameskip-v4 -ne 5 --record videos/   # and write each game as an MP4
     python gym_eval.py --model-path my_models/Pong.pt --json scores.json # any model file; its own env is used
+    python gym_eval.py --model-path runs/<run>                    # a run's best model (--latest: its checkpoint)
 
 rl_a3c_pytorch's gym_eval.py flags keep their names and meaning. The network and the preprocessing are rebuilt
 from what the model file stores (``model_meta`` and ``env``), so ``--hidden-size``, ``--skip-rate`` and
@@ -29,7 +30,8 @@ from checkpoints import CheckpointError, atomic_write_text, load_checkpoint
 from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, is_atari, load_env_config
 from environment import make_env
 from retro_env import RetroError
-from model import RECURRENT_MODELS, ModelError, build_model
+from run_dir import BEST_MODEL
+from model import RECURRENT_MODELS, ModelError, build_model, describe_network
 from play import play_game
 from recording import (Monitor, RecordingError, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error,
                        video_fps)
@@ -90,7 +92,12 @@ def build_parser():
         help="emulator frames per agent step, Atari and retro games (default: the model's setting; a different "
              "value overrides it)")
     # a3g's own
-    add("--model-path", default=None, help="model file to load instead of <load-model-dir>/<env>.pt")
+    add("--model-path", default=None,
+        help="what to play instead of <load-model-dir>/<env>.pt: a model file, a checkpoint file (its weights), or "
+             "a run directory (its best_model.pt, or with --latest its checkpoint.pt)")
+    add("--latest", action="store_true",
+        help="with a run directory as --model-path: play the run's latest weights (checkpoint.pt), not its best "
+             "model")
     add("--stochastic", action="store_true", help="sample actions from the policy instead of taking the argmax")
     add("--json", default=None, metavar="PATH", help="write the episodes and the summary as JSON to PATH")
     add("--record", default=None, metavar="DIR", help="write games as videos into DIR (every --render-freq-th)")
@@ -107,14 +114,8 @@ def load_model_file(args):
     """Returns (path, data, settings, model, notes); raises BadInput/CheckpointError/ConfigError/ModelError."""
     if args.env is not None:
         check_env_id(args.env)  # an unknown id (or a retro game without its ROM) fails here, before any file is read
-    if args.model_path is not None:
-        path = args.model_path
-    else:
-        path = os.path.join(args.load_model_dir, f"{env_file_name(args.env or DEFAULT_ENV)}.pt")
-    if not os.path.isfile(path):
-        hint = "" if args.model_path else " (train one with main.py, or give --model-path FILE)"
-        raise BadInput(f"model file {path} not found{hint}")
-    data = load_checkpoint(path, kind="model")
+    path = model_path(args)
+    data = load_checkpoint(path)  # a model file, or a checkpoint, whose weights and env are read the same way
     env_dict = data.get("env")
     if not isinstance(env_dict, dict) or not isinstance(env_dict.get("env_id"), str):
         raise BadInput(f"{path} does not say which environment it was trained on (no 'env' entry)")
@@ -157,6 +158,40 @@ def load_model_file(args):
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BadInput(f"{path}: the weights do not fit the network it describes ({reason[:200]})") from None
     return path, data, settings, model, notes
+
+
+def model_path(args):
+    """The file that ``--model-path`` (a file or a run directory) or ``--load-model-dir`` names."""
+    if args.latest and (args.model_path is None or not os.path.isdir(args.model_path)):
+        raise BadInput("--latest picks a run's checkpoint.pt: give the run directory as --model-path")
+    if args.model_path is None:
+        path = os.path.join(args.load_model_dir, f"{env_file_name(args.env or DEFAULT_ENV)}.pt")
+        if not os.path.isfile(path):
+            raise BadInput(f"model file {path} not found (train one with main.py, or give --model-path FILE or a "
+                           f"run directory)")
+        return path
+    if os.path.isdir(args.model_path):
+        path = os.path.join(args.model_path, "checkpoint.pt" if args.latest else BEST_MODEL)
+        if not os.path.isfile(path):
+            what = "no checkpoint.pt" if args.latest else f"no {BEST_MODEL} (no evaluator game finished; --latest " \
+                                                          f"plays its checkpoint.pt)"
+            raise BadInput(f"run directory {args.model_path} holds {what}")
+        return path
+    if not os.path.isfile(args.model_path):
+        raise BadInput(f"model file {args.model_path} not found")
+    return args.model_path
+
+
+def weights_note(data):
+    """Which weights are played, for the header: an evaluator game's, a checkpoint's, or an exported model's."""
+    frames = float(data.get("frames", math.nan))
+    at = f"{frames:,.0f} frames" if math.isfinite(frames) else "an unknown frame count"
+    if data.get("kind") == "checkpoint":
+        return f"a checkpoint's latest weights, at {at}"
+    score = float(data.get("return", math.nan))
+    if math.isnan(score):
+        return f"weights exported from a checkpoint at {at}"
+    return f"the weights of an evaluator game of {score:g}, at {at}"
 
 
 def check_env_fits(env, meta, path):
@@ -243,10 +278,8 @@ def main(argv=None):
     fps = video_fps(settings, env)
     policy = "stochastic" if args.stochastic else "greedy"
     logger = file_logger("a3g.gym_eval", os.path.join(args.log_dir, f"{env_file_name(args.env)}_mon_log"))
-    saved_frames, saved_return = float(data.get("frames", math.nan)), float(data.get("return", math.nan))
-    header = (f"gym_eval: {args.env}, model {path} ({meta['model']}, hidden {meta['hidden_size']}; saved at "
-              f"{saved_frames:.0f} frames after a game of {saved_return:g}), {args.num_episodes} {policy} games, "
-              f"seed {args.seed}")
+    header = (f"gym_eval: {args.env}, {path} ({describe_network(meta)}; {weights_note(data)}), "
+              f"{args.num_episodes} {policy} games, seed {args.seed}")
     print(header, flush=True)
     logger.info(header)
 

@@ -29,7 +29,7 @@ import torch.multiprocessing as mp
 from checkpoints import FORMAT_VERSION, CheckpointWriter, atomic_write_text, frames_on_disk, resumed_file
 from config import BAD_INPUT_ERRORS, validate
 from model import build_model, fast_layout, flatten_parameters
-from run_dir import prepare_run_dir, write_tensorboard_hparams, write_tensorboard_results
+from run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
 from run_state import RunState
 from shared_optim import hyperparameters, optimizer_for
 from supervisor import (EXIT_CRASH, Supervisor, Terminated, make_supervisor_log, raise_terminated,
@@ -152,7 +152,7 @@ def run(args, settings, meta, resumed, loaded, cluster):
     print(f"a3g: training {args.env} ({args.algo}) with {roles_line} on {', '.join(device_names)}, "
           f"model {meta['model']}, evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a "
           f"core; run directory {args.run_dir}"
-          + (f" (resumed at {int(state.frames.value)} frames)" if resumed is not None else "")
+          + (f" (resumed at {int(state.frames.value)} frames{branch_note(args)})" if resumed is not None else "")
           + (f"; {cluster.describe(args.workers)}" if cluster is not None else ""), flush=True)
     if args.defaults:
         print(f"a3g: {args.defaults} (a flag given on the command line always wins)", flush=True)
@@ -212,7 +212,7 @@ def run(args, settings, meta, resumed, loaded, cluster):
         except OSError as exc:
             log(f"could not write {paths['summary']} ({exc}); the summary was: {json.dumps(summary)}")
         print(f"a3g: {reason} after {format_time(summary['seconds'])}, {summary['frames']} frames; "
-              f"best return {summary['best_return']}, best mean {summary['best_mean_return']}; "
+              f"{results_line(summary, args.score_window)}; "
               + (f"state in {paths['checkpoint']}" if saved else "the last checkpoint could not be written"),
               flush=True)
         stop_resource_tracker()
@@ -221,6 +221,25 @@ def run(args, settings, meta, resumed, loaded, cluster):
 
 def finite_or_none(x):
     return x if math.isfinite(x) else None
+
+
+def branch_note(args):
+    """The start-up line's word on a resume into another folder than the one resumed from."""
+    source = resumed_run_dir(args.resume)
+    if os.path.abspath(source) == os.path.abspath(args.run_dir):
+        return ""
+    return f" of {source}, which is left as it was"
+
+
+def results_line(summary, window):
+    """The last line's scores, in words: the best game, and the best mean of ``window`` games once there were as
+    many."""
+    if summary["best_return"] is None:
+        return "no evaluator game finished"
+    best_mean = summary["best_mean_return"]
+    mean = (f"best mean of {window} games {best_mean:g}" if best_mean is not None
+            else f"fewer than {window} evaluator games, so no mean of {window}")
+    return f"best game {summary['best_return']:g}, {mean}"
 
 
 if __name__ == "__main__":

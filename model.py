@@ -260,6 +260,15 @@ def model_meta(name, obs_shape, num_actions, hidden_size):
     return meta
 
 
+def describe_network(meta):
+    """The network in a few words, for a header line: its name and the size that sets it apart."""
+    if meta.get("model") in RECURRENT_MODELS:
+        return f"{meta['model']}, hidden {meta['hidden_size']}"
+    if meta.get("model") == "mlp":
+        return f"mlp, width {meta['width']}"
+    return str(meta.get("model"))
+
+
 def feature_size(meta):
     """The size of what the heads read (``forward(..., with_features=True)``): the LSTM's hidden state, or the
     feed-forward torso's output."""

@@ -2,8 +2,9 @@
 
 Games are whole (no life-loss episodes) and scored with raw, unclipped rewards. After every game it
 - prints one line and appends a row to ``progress.csv`` (and TensorBoard, with the workers' latest losses);
-- saves the weights that played it to ``<save-model-dir>/<env>.pt``: every game, or with ``--save-max`` only games
-  at least as good as the best so far;
+- saves the weights that played it to the run directory's ``best_model.pt``: with ``--save-max`` (the default)
+  only games at least as good as the run's best so far, else every game; with ``--save-model-dir`` also to
+  ``<save-model-dir>/<env>.pt``, where a file another run wrote is replaced only by a better game;
 - declares the run solved once the mean of the last ``--score-window`` games reaches ``--stop-score``.
 """
 
@@ -17,15 +18,13 @@ import time
 import numpy as np
 import torch
 
-from checkpoints import atomic_torch_save, model_file
+from checkpoints import CheckpointError, atomic_torch_save, load_checkpoint, model_file
 from environment import make_env
 from model import build_model, fast_layout
 from play import play_game
+from run_dir import PROGRESS_FIELDS
 from utils import (CpuPacer, device_for, evaluator_cpu_share, file_logger, format_time, parent_alive,
                    setup_child_process)
-
-PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
-
 
 def test(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames, run_started):
     """``start_seconds`` and ``start_frames``: the run's time and frames when this invocation began (at
@@ -102,13 +101,14 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
                         writer.add_scalar("impala/value_cloning", value_cloning, step)
                 writer.flush()
 
-            if not args.save_max or episode_return >= state.best_return.value:
-                try:
-                    save_model(paths["model"], model, settings, meta, episode_return, frames)
-                except OSError as exc:  # disk full, say: the previous best model is intact; keep evaluating
-                    print(f"a3g: could not save {paths['model']} ({exc.strerror or exc}); the previous model "
-                          f"file is intact", file=sys.stderr, flush=True)
-                    logger.info(f"could not save {paths['model']}: {exc}")
+            # A branch's first game is saved whatever the parent's best: the branch's folder has no model yet.
+            if (not args.save_max or episode_return >= state.best_return.value
+                    or not os.path.exists(paths["best_model"])):
+                payload = model_file(settings.as_dict(), meta, model.state_dict(), episode_return, frames,
+                                     paths["run_dir"])
+                save_model(paths["best_model"], payload, logger)  # the run's own folder: only this run writes
+                if paths["export_model"] is not None and may_replace(paths["export_model"], payload):
+                    save_model(paths["export_model"], payload, logger)
             state.best_return.value = max(state.best_return.value, episode_return)
 
             if args.stop_score is not None and len(scores) == args.score_window and mean_return >= args.stop_score:
@@ -119,6 +119,27 @@ def test(args, settings, meta, shared_model, state, parent_pid, paths, start_sec
         writer.close()
 
 
-def save_model(path, model, settings, meta, episode_return, frames):
-    """The weights that just played, with what is needed to rebuild them: small, plain, safe to load."""
-    atomic_torch_save(model_file(settings.as_dict(), meta, model.state_dict(), episode_return, frames), path)
+def may_replace(path, payload):
+    """Whether the evaluator may write ``payload`` to ``path`` (in ``--save-model-dir``): a file this run wrote, or
+    none; a model file that another run (or the project) keeps, only with a better game. A file that is no
+    readable model is kept."""
+    if not os.path.exists(path):
+        return True
+    try:
+        held = load_checkpoint(path, kind="model")
+    except CheckpointError:
+        return False
+    if held.get("run") == payload["run"]:
+        return True
+    return payload["return"] > float(held.get("return", math.nan))  # an exported model (NaN) has no score to beat
+
+
+def save_model(path, payload, logger):
+    """The weights that just played, with what is needed to rebuild them: small, plain, safe to load. A failed write
+    (disk full, say) leaves the previous file intact, and the evaluator goes on."""
+    try:
+        atomic_torch_save(payload, path)
+    except OSError as exc:
+        print(f"a3g: could not save {path} ({exc.strerror or exc}); the previous model file is intact",
+              file=sys.stderr, flush=True)
+        logger.info(f"could not save {path}: {exc}")

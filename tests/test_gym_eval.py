@@ -178,7 +178,9 @@ BAD = {
     "model path of another game": ["--env", "Acrobot-v1", "--model-path", "{tmp}/CartPole-v1.pt"],
     "truncated file": ["--model-path", "{tmp}/truncated.pt"],
     "garbage file": ["--model-path", "{tmp}/garbage.pt"],
-    "training checkpoint": ["--model-path", "{tmp}/checkpoint.pt"],
+    "checkpoint without a network": ["--model-path", "{tmp}/checkpoint.pt"],
+    "run directory without a best model": ["--model-path", "{tmp}/empty"],
+    "--latest without a run directory": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--latest"],
     "num-episodes 0": ["--env", "CartPole-v1", "-lmd", "{tmp}", "-ne", "0"],
     "render-freq not a number": ["--env", "CartPole-v1", "-lmd", "{tmp}", "-rf", "x"],
     "hidden size mismatch": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--hidden-size", "64"],
@@ -242,3 +244,34 @@ def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
     bad = subprocess.run([sys.executable, "export_model.py", str(tmp_path / "nope"), str(out)], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+def header_line(stdout):
+    return next(line for line in stdout.splitlines() if line.startswith("gym_eval: "))
+
+
+def test_a_run_directory_plays_its_best_model_or_with_latest_its_checkpoint(cartpole_run, tmp_path):
+    """A run directory is enough: its best model by default, its checkpoint's weights with --latest; a checkpoint
+    file plays its weights too. The header says which weights played and names the mlp's width."""
+    run = cartpole_run / "run"
+    logs = ["--num-episodes", "1", "--log-dir", tmp_path / "logs"]
+    best = run_eval("--model-path", run, *logs)
+    assert best.returncode == 0, best.stderr
+    header = header_line(best.stdout)
+    assert str(run / "best_model.pt") in header and "an evaluator game of" in header, header
+    assert "mlp, width 32" in header and "hidden" not in header, header
+    for flags in (["--model-path", run, "--latest"], ["--model-path", run / "checkpoint.pt"]):
+        latest = run_eval(*flags, *logs)
+        assert latest.returncode == 0, latest.stderr
+        header = header_line(latest.stdout)
+        assert str(run / "checkpoint.pt") in header and "a checkpoint's latest weights" in header, header
+
+
+def test_an_exported_model_says_so_in_the_header(cartpole_run, tmp_path):
+    out = tmp_path / "exported.pt"
+    subprocess.run([sys.executable, "export_model.py", str(cartpole_run / "run"), str(out)], cwd=ROOT, check=True,
+                   capture_output=True, timeout=120)
+    played = run_eval("--model-path", out, "--num-episodes", "1", "--log-dir", tmp_path / "logs")
+    assert played.returncode == 0, played.stderr
+    header = header_line(played.stdout)
+    assert "weights exported from a checkpoint at" in header and "nan" not in header, header
