@@ -10,6 +10,7 @@ the weights and what is needed to rebuild the network and the preprocessing, wit
 
 import argparse
 import math
+import os
 import sys
 
 from checkpoints import CheckpointError, atomic_torch_save, load_checkpoint, model_file
@@ -20,8 +21,12 @@ def main(argv=None):
     p = OneLineParser(prog="export_model.py", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", help="a run directory or one of its checkpoint files")
-    p.add_argument("output", help="the model file to write")
+    p.add_argument("output", help="the model file to write (a new file, unless --force)")
+    p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     args = p.parse_args(argv)
+    if os.path.exists(args.output) and not args.force:
+        print(f"export_model.py: error: {args.output} exists; it is kept (--force replaces it)", file=sys.stderr)
+        return 2
     try:
         data = load_checkpoint(args.checkpoint, kind="checkpoint")
         # "return" is NaN: these are not the weights of one evaluator game

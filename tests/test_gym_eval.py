@@ -235,13 +235,17 @@ def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
     result = subprocess.run([sys.executable, "export_model.py", str(cartpole_run / "run"), str(out)], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+    exported = out.read_bytes()
     model = torch.load(out, weights_only=True)
     assert model["kind"] == "model" and "optimizer" not in model and model["model_meta"]["model"] == "mlp"
     played = subprocess.run([sys.executable, "gym_eval.py", "--model-path", str(out), "--num-episodes", "2",
                              "--log-dir", str(tmp_path / "logs")], cwd=ROOT, capture_output=True, text=True,
                             timeout=120)
     assert played.returncode == 0 and "over 2 episodes" in played.stdout, played.stderr
-    bad = subprocess.run([sys.executable, "export_model.py", str(tmp_path / "nope"), str(out)], cwd=ROOT,
+    again = subprocess.run([sys.executable, "export_model.py", str(cartpole_run / "run"), str(out)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "exists" in again.stderr and out.read_bytes() == exported
+    bad = subprocess.run([sys.executable, "export_model.py", str(tmp_path / "nope"), str(tmp_path / "new.pt")], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
 
