@@ -1,11 +1,13 @@
 """Bad input: exit 2 with one clear line on stderr, never a traceback, never code run from a checkpoint."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from conftest import out_dirs, run_main
+from conftest import ROOT, out_dirs, run_main
 
 
 def assert_bad_input(result, *words):
@@ -147,3 +149,18 @@ def test_the_other_algorithms_flags_are_refused(algo, flags, named, tmp_path):
     with pytest.raises(ValueError, match=named) as caught:
         config.validate(["--env", "CartPole-v1", "--algo", algo, *flags, "--run-dir", str(tmp_path / "r")])
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("tool, flags, prefix", [
+    ("main.py", ["--env", "CartPole-v1", "--max-frame", "1000"], "--max-frame"),
+    ("gym_eval.py", ["--env", "CartPole-v1", "--model-path", "/nonexistent.pt", "--num-episode", "1"],
+     "--num-episode"),
+    ("plot.py", ["/nonexistent/run", "--outp", "x.png"], "--outp"),
+    ("sweep.py", ["--report", "/nonexistent/sweep", "--run", "2"], "--run"),
+    ("export_model.py", ["/nonexistent/run", "x.pt", "--he"], "--he"),
+])
+def test_a_prefix_of_a_flag_is_refused(tool, flags, prefix, tmp_path):
+    """A prefix that works today would silently change meaning the day a flag that shares it is added."""
+    result = subprocess.run([sys.executable, os.path.join(ROOT, tool), *map(str, flags)], capture_output=True,
+                            text=True, timeout=120, cwd=tmp_path)
+    assert_bad_input(result, f"unrecognized arguments: {prefix}")
