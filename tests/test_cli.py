@@ -1,5 +1,6 @@
 """Bad input: exit 2 with one clear line on stderr, never a traceback, never code run from a checkpoint."""
 
+import json
 import os
 import subprocess
 import sys
@@ -32,11 +33,11 @@ def assert_bad_input(result, *words):
     (["--lr", "fast"], ["--lr"]),
     (["--gamma", "1.5"], ["--gamma"]),
     (["--optimizer", "SGD"], ["--optimizer"]),
-    (["--alpha", "1.0"], ["--alpha"]),
-    (["--momentum", "-0.1"], ["--momentum"]),
+    (["--optimizer", "RMSprop", "--alpha", "1.0"], ["--alpha"]),
+    (["--optimizer", "RMSprop", "--momentum", "-0.1"], ["--momentum"]),
     (["--reward-clipping", "abs_two"], ["--reward-clipping"]),
     (["--train-forward", "fast"], ["--train-forward"]),
-    (["--algo", "impala", "--inference-wait", "-1"], ["--inference-wait"]),
+    (["--algo", "impala", "--inference", "server", "--inference-wait", "-1"], ["--inference-wait"]),
     (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
     (["--env-config", "/nonexistent/config.json"], ["--env-config"]),
     (["--resume", "/nonexistent/run"], ["not found"]),
@@ -149,6 +150,73 @@ def test_the_other_algorithms_flags_are_refused(algo, flags, named, tmp_path):
     with pytest.raises(ValueError, match=named) as caught:
         config.validate(["--env", "CartPole-v1", "--algo", algo, *flags, "--run-dir", str(tmp_path / "r")])
     assert "\n" not in str(caught.value)
+
+
+CARTPOLE = ["--env", "CartPole-v1", "--workers", "1", "--max-frames", "500", "--no-tensorboard-logger"]
+IMPALA = [*CARTPOLE, "--algo", "impala"]
+QUEUE = {"type": "queue", "capacity": 1, "sample_ratio": 0.5}
+
+
+def replays(**custom):
+    """A queue and one replay: standard, or custom with these keys (and ln_norm's distance unless given)."""
+    replay = {"type": "custom", "capacity": 64, "sample_ratio": 0.5, "dist_function": "ln_norm", **custom} \
+        if custom else {"type": "standard", "capacity": 64, "sample_ratio": 0.5}
+    return json.dumps([QUEUE, replay])
+
+
+@pytest.mark.parametrize("flags, words", [
+    ([*IMPALA, "--kl-threshold", "0.5"], ["--kl-threshold needs --kl-mask"]),
+    ([*IMPALA, "--kl-mask-mode", "kl_pi_mu"], ["--kl-mask-mode needs --kl-mask"]),
+    ([*IMPALA, "--replay-parameters", replays(), "--policy-cloning-cost", "0.1"],
+     ["--policy-cloning-cost needs --clone-losses"]),
+    ([*IMPALA, "--replay-parameters", replays(), "--value-cloning-cost", "0.1"],
+     ["--value-cloning-cost needs --clone-losses"]),
+    ([*IMPALA, "--inference", "local", "--inference-batch", "4"],
+     ["--inference-batch needs --inference server", "local"]),
+    ([*IMPALA, "--inference-wait", "2"], ["--inference-wait needs --inference server"]),  # auto: local on a CPU
+    ([*CARTPOLE, "--optimizer", "RMSprop", "--amsgrad"], ["--amsgrad needs --optimizer Adam", "RMSprop"]),
+    ([*CARTPOLE, "--alpha", "0.9"], ["--alpha needs --optimizer RMSprop"]),
+    ([*IMPALA, "--momentum", "0.9"], ["--momentum needs --optimizer RMSprop"]),
+    ([*IMPALA, "--replay-parameters", replays(sample_strategy="elite_sampling", elite_batch_size=5)],
+     ["entry 2", "'elite_batch_size'", "elite_insertion"]),
+    ([*IMPALA, "--replay-parameters", replays(insert_strategy="elite_insertion", lambda_batch_multiplier=4)],
+     ["entry 2", "'lambda_batch_multiplier'", "sample_strategy"]),
+    ([*IMPALA, "--replay-parameters", replays(insert_strategy="elite_insertion", alfa_annealing_factor=2.0)],
+     ["entry 2", "'alfa_annealing_factor'", "sample_strategy"]),
+    ([*IMPALA, "--replay-parameters", replays(insert_strategy="elite_insertion", elite_sampling_strategy="strategy1")],
+     ["entry 2", "'elite_sampling_strategy'", "sample_strategy"]),
+    ([*IMPALA, "--replay-parameters", replays(sample_strategy="elite_sampling", dist_function="cos_dist", p=3)],
+     ["entry 2", "'p'", "ln_norm"]),
+    ([*IMPALA, "--replay-parameters", replays(dist_function="kl_div")],
+     ["entry 2", "'dist_function'", "sample_strategy", "insert_strategy"]),
+])
+def test_a_flag_nothing_reads_is_refused(flags, words, tmp_path):
+    """A flag (or a --replay-parameters key) read only with another setting, given without it, would be recorded
+    in args.json and change nothing: refused, one line."""
+    assert_bad_input(run_main(*flags, *out_dirs(tmp_path), timeout=120), *words)
+
+
+def test_load_with_resume_is_refused(cartpole_run, tmp_path):
+    """--resume starts from its checkpoint's weights: the --load model would never be read."""
+    result = run_main("--resume", cartpole_run / "run", "--load", "--load-model-dir", cartpole_run / "trained_models",
+                      *out_dirs(tmp_path), timeout=120)
+    assert_bad_input(result, "--load needs a run without --resume")
+
+
+def test_a_resumed_runs_flags_are_not_judged_as_given(cartpole_run, tmp_path):
+    """Saved values of flags that nothing reads (the defaults of --kl-threshold, --alpha, ...) are not the user's:
+    a resumed run still resumes, and flags given now are judged against the resumed run's settings."""
+    import config
+
+    args = config.validate(["--resume", str(cartpole_run / "run"), "--algo", "impala", "--run-dir",
+                            str(tmp_path / "r")])[0]
+    assert args.kl_threshold == 0.3 and args.kl_mask is False and args.alpha == 0.99
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"].update(optimizer="RMSprop", eps=0.1)
+    torch.save(data, tmp_path / "rmsprop.pt")
+    args = config.validate(["--resume", str(tmp_path / "rmsprop.pt"), "--alpha", "0.9", "--run-dir",
+                            str(tmp_path / "r")])[0]
+    assert (args.optimizer, args.alpha) == ("RMSprop", 0.9)
 
 
 @pytest.mark.parametrize("tool, flags, prefix", [
