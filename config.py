@@ -85,7 +85,8 @@ def build_parser(suppress_defaults=False):
     add("-ev", "--env", default="PongNoFrameskip-v4",
         help="gymnasium environment id, or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
     add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
-        help="optimizer statistics shared by all workers (else one optimizer per worker)")
+        help="optimizer statistics shared by all workers (else one optimizer per worker; A3G only: IMPALA's learner "
+             "steps the shared one, whose statistics checkpoint.pt keeps)")
     add("-ld", "--load", action="store_true",
         help="start from the weights in <load-model-dir>/<env>.pt (a fresh run: not with --resume)")
     add("-sm", "--save-max", action=argparse.BooleanOptionalAction, default=True,
@@ -252,6 +253,17 @@ def check_flags_read(args, given):
         check_keys_read(args.replay_parameters)
 
 
+def check_impala_optimizer(args, given):
+    """IMPALA's learner is the only one stepping, with the shared optimizer, whose statistics checkpoint.pt keeps; a
+    private one's would be lost at every save and whenever the learner is replaced. Refused given now or saved by a
+    resumed run (an A3G run with one optimizer per worker, resumed as IMPALA)."""
+    if args.algo == "impala" and not args.shared_optimizer:
+        whose, fix = ("", "leave it out") if "shared_optimizer" in given else (" (the resumed run's)",
+                                                                               "give --shared-optimizer")
+        raise ValueError(f"--no-shared-optimizer{whose} is for --algo a3g: IMPALA's learner steps the shared "
+                         f"optimizer, whose statistics checkpoint.pt keeps ({fix})")
+
+
 def option(name):
     return "--" + name.replace("_", "-")
 
@@ -388,6 +400,7 @@ def validate(argv):
     args.defaults = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
     check_args(args)
     check_flags_read(args, given)
+    check_impala_optimizer(args, given)
     settings, meta, args.frames_per_step = environment_setup(args)
     if args.algo == "impala":  # the replays' size needs the observation's shape
         check_replay_memory(replay_specs(args.replay_parameters, args.batch_size), args.num_steps, meta["obs_shape"],

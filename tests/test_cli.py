@@ -232,3 +232,24 @@ def test_a_prefix_of_a_flag_is_refused(tool, flags, prefix, tmp_path):
     result = subprocess.run([sys.executable, os.path.join(ROOT, tool), *map(str, flags)], capture_output=True,
                             text=True, timeout=120, cwd=tmp_path)
     assert_bad_input(result, f"unrecognized arguments: {prefix}")
+
+
+def test_impala_refuses_a_private_optimizer(tmp_path):
+    """IMPALA's learner is the only one stepping: a private optimizer's statistics would be in no checkpoint."""
+    assert_bad_input(run_main(*IMPALA, "--no-shared-optimizer", *out_dirs(tmp_path), timeout=120),
+                     "--no-shared-optimizer is for --algo a3g")
+
+
+def test_impala_refuses_a_resumed_runs_private_optimizer(cartpole_run, tmp_path):
+    """An A3G run with one optimizer per worker, resumed as IMPALA: refused unless --shared-optimizer is given."""
+    import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"]["shared_optimizer"] = False
+    torch.save(data, tmp_path / "private.pt")
+    result = run_main("--resume", tmp_path / "private.pt", "--algo", "impala", "--max-frames", "3000",
+                      *out_dirs(tmp_path), timeout=120)
+    assert_bad_input(result, "--no-shared-optimizer (the resumed run's) is for --algo a3g", "--shared-optimizer")
+    args = config.validate(["--resume", str(tmp_path / "private.pt"), "--algo", "impala", "--shared-optimizer",
+                            "--run-dir", str(tmp_path / "r")])[0]
+    assert args.shared_optimizer is True
