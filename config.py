@@ -221,8 +221,11 @@ def parse_args(argv):
         # A resumed run keeps its own settings; only flags given now change them. The GPUs are this machine's.
         saved = resumed.get("args") or {}
         # How the roles travel (--backend, --ray-address) is the machine's too: a ray run resumes on shm unless told.
+        saved_algo = saved.get("algo", "a3g")  # runs from before --algo were A3G's
+        algo = explicit.get("algo", saved_algo)
         for key, value in saved.items():
-            if key not in explicit and key not in MACHINE_FLAGS and hasattr(args, key):
+            if key not in explicit and key not in MACHINE_FLAGS and hasattr(args, key) and \
+                    carried(key, saved_algo, algo):
                 setattr(args, key, value)
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
@@ -230,6 +233,14 @@ def parse_args(argv):
             args.run_dir = resumed_run_dir(args.resume)
     check_algo_flags(args.algo, explicit)
     return args, resumed, explicit
+
+
+def carried(key, saved_algo, algo):
+    """Whether a resumed run's saved flag carries over. One algorithm's own flag (ALGO_FLAGS) does only where both
+    runs are of that algorithm: a run of the other algorithm never chose it (older runs saved placeholders there),
+    so its default or ``auto`` stands, and ``auto`` is picked afresh for this run."""
+    owners = [name for name, flags in ALGO_FLAGS.items() if key in flags]
+    return not owners or (saved_algo == algo and algo in owners)
 
 
 def check_algo_flags(algo, given):

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, out_dirs, run_main
+from conftest import ROOT, out_dirs, read_json, run_main
 
 
 def assert_bad_input(result, *words):
@@ -253,3 +253,33 @@ def test_impala_refuses_a_resumed_runs_private_optimizer(cartpole_run, tmp_path)
     args = config.validate(["--resume", str(tmp_path / "private.pt"), "--algo", "impala", "--shared-optimizer",
                             "--run-dir", str(tmp_path / "r")])[0]
     assert args.shared_optimizer is True
+
+
+def test_impala_resumed_from_a3g_picks_its_own_defaults(cartpole_run, tmp_path):
+    """An A3G run records no IMPALA batch size or inference (nobody chose them); resumed as IMPALA with one actor
+    and one env, the batch is what a fresh run picks (2), not a placeholder."""
+    saved = read_json(cartpole_run / "run" / "args.json")
+    assert saved["batch_size"] is None and saved["inference"] is None
+    result = run_main("--resume", cartpole_run / "run", "--algo", "impala", "--envs-per-worker", "1",
+                      "--max-frames", str(int(saved_frames(cartpole_run)) + 400), *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    args = read_json(tmp_path / "run" / "args.json")
+    assert (args["batch_size"], args["inference"], args["train_forward"]) == (2, "local", None)
+    assert "--batch-size 2" in result.stdout and "--inference local" in result.stdout
+
+
+def test_a_run_that_saved_placeholders_resumes_as_impala_with_its_own_defaults(cartpole_run, tmp_path):
+    """Runs that saved A3G's placeholders (batch size 8, local inference) for IMPALA's flags: not carried over."""
+    import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"].update(batch_size=8, inference="local", train_forward="stepped")
+    torch.save(data, tmp_path / "older.pt")
+    args = config.validate(["--resume", str(tmp_path / "older.pt"), "--algo", "impala", "--envs-per-worker", "1",
+                            "--run-dir", str(tmp_path / "r")])[0]
+    assert (args.batch_size, args.inference, args.train_forward) == (2, "local", None)
+    assert "--batch-size 2" in args.defaults
+
+
+def saved_frames(run):
+    return torch.load(run / "run" / "checkpoint.pt", weights_only=True)["frames"]
