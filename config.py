@@ -85,8 +85,8 @@ def build_parser(suppress_defaults=False):
     add("-ev", "--env", default="PongNoFrameskip-v4",
         help="gymnasium environment id, or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
     add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
-        help="optimizer statistics shared by all workers (else one optimizer per worker; A3G only: IMPALA's learner "
-             "steps the shared one, whose statistics checkpoint.pt keeps)")
+        help="optimizer statistics shared by all workers; --no-shared-optimizer: one optimizer per worker (A3G only: "
+             "IMPALA's learner steps the shared one, whose statistics checkpoint.pt keeps)")
     add("-ld", "--load", action="store_true",
         help="start from the weights in <load-model-dir>/<env>.pt (a fresh run: not with --resume)")
     add("-sm", "--save-max", action=argparse.BooleanOptionalAction, default=True,
@@ -247,7 +247,7 @@ def check_algo_flags(algo, given):
     """A flag that only the other algorithm reads, given now, is refused: it would be recorded in args.json and
     change nothing."""
     for other, flags in ALGO_FLAGS.items():
-        wrong = ["--" + flag.replace("_", "-") for flag in flags if flag in given]
+        wrong = [option(flag) for flag in flags if flag in given]
         if other != algo and wrong:
             raise ValueError(f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for --algo {other}, and this "
                              f"run is --algo {algo}")
