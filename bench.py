@@ -182,7 +182,8 @@ def cpu_name():
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")

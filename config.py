@@ -18,7 +18,7 @@ import retro_env
 from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, frames_per_step, is_atari
 from environment import is_retro, load_env_config, make_env
 from model import FRAME_FORMAT, ModelError, choose_model, feature_size, model_meta
-from replay import DEFAULT_REPLAY_PARAMETERS, check_replay_memory, replay_specs
+from replay import DEFAULT_REPLAY_PARAMETERS, check_keys_read, check_replay_memory, replay_specs
 from returns import TRUST_REGION_MODES
 from run_dir import choose_run_dir
 from utils import OneLineParser, cpu_has_native_bf16, env_file_name, missing_gpus, usable_cores
@@ -32,6 +32,20 @@ ALGO_FLAGS = {
                "replay_parameters", "kl_mask", "kl_threshold", "kl_mask_mode", "clone_losses", "policy_cloning_cost",
                "value_cloning_cost"),
     "a3g": ("tau", "distributed_step_size", "train_forward"),
+}
+# Flags that only another setting reads: given without it, each would be recorded in args.json and change nothing.
+# flag -> (the setting that reads it, the value it reads it with; None: only without that setting)
+READ_ONLY_WITH = {
+    "kl_threshold": ("kl_mask", True),
+    "kl_mask_mode": ("kl_mask", True),
+    "policy_cloning_cost": ("clone_losses", True),
+    "value_cloning_cost": ("clone_losses", True),
+    "inference_batch": ("inference", "server"),
+    "inference_wait": ("inference", "server"),
+    "amsgrad": ("optimizer", "Adam"),
+    "alpha": ("optimizer", "RMSprop"),
+    "momentum": ("optimizer", "RMSprop"),
+    "load": ("resume", None),  # a resumed run starts from its checkpoint's weights
 }
 
 
@@ -72,8 +86,10 @@ def build_parser(suppress_defaults=False):
     add("-ev", "--env", default="PongNoFrameskip-v4",
         help="gymnasium environment id, or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
     add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
-        help="optimizer statistics shared by all workers (else one optimizer per worker)")
-    add("-ld", "--load", action="store_true", help="start from the weights in <load-model-dir>/<env>.pt")
+        help="optimizer statistics shared by all workers; --no-shared-optimizer: one optimizer per worker (A3G only: "
+             "IMPALA's learner steps the shared one, whose statistics checkpoint.pt keeps)")
+    add("-ld", "--load", action="store_true",
+        help="start from the weights in <load-model-dir>/<env>.pt (a fresh run: not with --resume)")
     add("-sm", "--save-max", action=argparse.BooleanOptionalAction, default=True,
         help="save the evaluator's model only when its score matches or beats the best (else after every game)")
     add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
@@ -84,9 +100,12 @@ def build_parser(suppress_defaults=False):
     add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
     add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
         help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
-    add("-a", "--amsgrad", action=argparse.BooleanOptionalAction, default=False, help="Adam's amsgrad variant")
-    add("--alpha", type=float, default=0.99, help="RMSprop's smoothing constant (TorchBeast's --alpha)")
-    add("--momentum", type=float, default=0.0, help="RMSprop's momentum (TorchBeast's --momentum)")
+    add("-a", "--amsgrad", action=argparse.BooleanOptionalAction, default=False,
+        help="Adam's amsgrad variant (needs --optimizer Adam)")
+    add("--alpha", type=float, default=0.99,
+        help="RMSprop's smoothing constant (TorchBeast's --alpha; needs --optimizer RMSprop)")
+    add("--momentum", type=float, default=0.0,
+        help="RMSprop's momentum (TorchBeast's --momentum; needs --optimizer RMSprop)")
     add("--reward-clipping", default=AUTO, choices=[AUTO, "abs_one", "none"],
         help="training rewards clipped to [-1, 1] (abs_one) or not (none); the evaluator always scores raw "
              "rewards; auto: abs_one for Atari and retro games, none for classic control")
@@ -124,31 +143,33 @@ def build_parser(suppress_defaults=False):
              "answers every actor's steps in batches, on the GPU when there is one); auto: local on a CPU-only "
              "machine (measured faster there), server with GPUs")
     add("--inference-batch", type=int, default=0,
-        help="IMPALA --inference server: most observations in one forward pass (default 0: every actor's envs)")
+        help="IMPALA: most observations in one forward pass (default 0: every actor's envs); needs --inference "
+             "server")
     add("--inference-wait", type=float, default=1.0,
-        help="IMPALA --inference server: most milliseconds to wait for more actors once one has asked")
+        help="IMPALA: most milliseconds to wait for more actors once one has asked; needs --inference server")
     add("--replay-parameters", default=DEFAULT_REPLAY_PARAMETERS, metavar="JSON",
         help="IMPALA: the batch's sources, a JSON list of {\"type\": queue|standard|custom, \"capacity\": N, "
              "\"sample_ratio\": r, ...} (elite_buffer_vtrace's format; custom adds dist_function, p, "
              "sample_strategy, insert_strategy, lambda_batch_multiplier, alfa_annealing_factor, "
-             "elite_sampling_strategy, elite_batch_size); r x --batch-size unrolls from each, one queue of fresh "
-             "unrolls required (README: Replay)")
+             "elite_sampling_strategy, elite_batch_size: each key only where its strategy reads it); r x "
+             "--batch-size unrolls from each, one queue of fresh unrolls required (README: Replay)")
     add("--kl-mask", action=argparse.BooleanOptionalAction, default=False,
         help="IMPALA: LASER's trust region: steps whose behaviour is too far from the learner's policy get no "
              "V-trace target or policy gradient")
     add("--kl-threshold", type=float, default=0.3,
-        help="IMPALA --kl-mask: a step is kept while its divergence is below this (elite_buffer_vtrace's default)")
+        help="IMPALA: a step is kept while its divergence is below this (elite_buffer_vtrace's default); needs "
+             "--kl-mask")
     add("--kl-mask-mode", default="laser", choices=list(TRUST_REGION_MODES),
-        help="IMPALA --kl-mask: laser (LASER paper: KL(pi || V-trace's implied policy) per step), kl_pi_mu "
+        help="IMPALA, needs --kl-mask: laser (LASER paper: KL(pi || V-trace's implied policy) per step), kl_pi_mu "
              "(elite_buffer_vtrace: KL(pi || mu) per step) or kl_mu_pi_cut (impala-laser: KL(mu || pi), the rest of "
              "the unroll masked after the first failing step)")
     add("--clone-losses", action=argparse.BooleanOptionalAction, default=False,
         help="IMPALA with a replay: CLEAR's behavioural cloning on replayed unrolls (policy: KL from the stored "
              "behaviour policy to the learner's; value: squared distance to the stored values)")
     add("--policy-cloning-cost", type=float, default=0.01,
-        help="IMPALA --clone-losses: weight of the policy cloning loss (CLEAR's 0.01)")
+        help="IMPALA: weight of the policy cloning loss (CLEAR's 0.01); needs --clone-losses")
     add("--value-cloning-cost", type=float, default=0.005,
-        help="IMPALA --clone-losses: weight of the value cloning loss (CLEAR's 0.005)")
+        help="IMPALA: weight of the value cloning loss (CLEAR's 0.005); needs --clone-losses")
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
         help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlp for "
              "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
@@ -203,23 +224,69 @@ def parse_args(argv):
         # A resumed run keeps its own settings; only flags given now change them. The GPUs are this machine's.
         saved = resumed.get("args") or {}
         # How the roles travel (--backend, --ray-address) is the machine's too: a ray run resumes on shm unless told.
+        saved_algo = saved.get("algo", "a3g")  # runs from before --algo were A3G's
+        algo = explicit.get("algo", saved_algo)
         for key, value in saved.items():
-            if key not in explicit and key not in MACHINE_FLAGS and hasattr(args, key):
+            if key not in explicit and key not in MACHINE_FLAGS and hasattr(args, key) and \
+                    carried(key, saved_algo, algo):
                 setattr(args, key, value)
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
     check_algo_flags(args.algo, explicit)
-    return args, resumed
+    return args, resumed, explicit
+
+
+def carried(key, saved_algo, algo):
+    """Whether a resumed run's saved flag carries over. One algorithm's own flag (ALGO_FLAGS) does only where both
+    runs are of that algorithm: a run of the other algorithm never chose it (older runs saved placeholders there),
+    so its default or ``auto`` stands, and ``auto`` is picked afresh for this run."""
+    owners = [name for name, flags in ALGO_FLAGS.items() if key in flags]
+    return not owners or (saved_algo == algo and algo in owners)
 
 
 def check_algo_flags(algo, given):
     """A flag that only the other algorithm reads, given now, is refused: it would be recorded in args.json and
     change nothing."""
     for other, flags in ALGO_FLAGS.items():
-        wrong = ["--" + flag.replace("_", "-") for flag in flags if flag in given]
+        wrong = [option(flag) for flag in flags if flag in given]
         if other != algo and wrong:
             raise ValueError(f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for --algo {other}, and this "
                              f"run is --algo {algo}")
+
+
+def check_flags_read(args, given):
+    """A flag given now that nothing reads with this run's settings (the resumed run's included) is refused: it would
+    be recorded in args.json and change nothing. What a resumed run saved is not judged: it was not given now."""
+    for flag, (setting, wanted) in READ_ONLY_WITH.items():
+        value = getattr(args, setting)
+        if flag in given and not (value is None if wanted is None else value == wanted):
+            raise ValueError(f"{option(flag)} needs {requirement(setting, wanted, value)}, else it changes nothing")
+    if "replay_parameters" in given:  # the user's own keys: the defaults filled in for the others are fine
+        check_keys_read(args.replay_parameters)
+
+
+def check_impala_optimizer(args, given):
+    """IMPALA's learner is the only one stepping, with the shared optimizer, whose statistics checkpoint.pt keeps; a
+    private one's would be lost at every save and whenever the learner is replaced. Refused given now or saved by a
+    resumed run (an A3G run with one optimizer per worker, resumed as IMPALA)."""
+    if args.algo == "impala" and not args.shared_optimizer:
+        whose, fix = ("", "leave it out") if "shared_optimizer" in given else (" (the resumed run's)",
+                                                                               "give --shared-optimizer")
+        raise ValueError(f"--no-shared-optimizer{whose} is for --algo a3g: IMPALA's learner steps the shared "
+                         f"optimizer, whose statistics checkpoint.pt keeps ({fix})")
+
+
+def option(name):
+    return "--" + name.replace("_", "-")
+
+
+def requirement(setting, wanted, value):
+    """What READ_ONLY_WITH's ``(setting, wanted)`` asks for, in the user's terms."""
+    if wanted is True:
+        return option(setting)
+    if wanted is None:
+        return f"a run without {option(setting)}"
+    return f"{option(setting)} {wanted} (this run's is {value})"
 
 
 def check_args(args):
@@ -335,12 +402,14 @@ def validate(argv):
     """Every check of what the user typed or points to, before anything starts. Returns
     (args, settings, meta, resumed checkpoint or None, --load model or None); raises one of BAD_INPUT_ERRORS (or
     SystemExit(2) from the parser for malformed flags)."""
-    args, resumed = parse_args(argv)
+    args, resumed, given = parse_args(argv)
     args.run_dir = choose_run_dir(args, resumed)  # a folder that would mix two runs is refused here
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
     args.defaults = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
     check_args(args)
+    check_flags_read(args, given)
+    check_impala_optimizer(args, given)
     settings, meta, args.frames_per_step = environment_setup(args)
     if args.algo == "impala":  # the replays' size needs the observation's shape
         check_replay_memory(replay_specs(args.replay_parameters, args.batch_size), args.num_steps, meta["obs_shape"],

@@ -19,6 +19,8 @@ Retro games are Atari's recipe with one environment per worker: stable-retro run
 
 ``--reward-clipping`` is ``abs_one`` for Atari and retro games (rl_a3c_pytorch's and TorchBeast's), ``none`` for
 classic control.
+The auto flags that only one algorithm reads (IMPALA's ``--inference`` and ``--batch-size``, A3G's
+``--train-forward``) are None in the other's runs.
 IMPALA's ``--inference`` is ``local`` on a CPU (measured faster there) and ``server`` with GPUs (one model on the
 GPU for every actor; not yet timed on a GPU).
 ``--train-forward`` is ``batched`` for the feed-forward networks (measured on a 2-core CPU: nature with 8 envs
@@ -41,6 +43,7 @@ AUTO = "auto"
 
 LR = {"a3clstm": 1e-4, "nature": 3e-4, "resnet": 3e-4, "mlplstm": 2e-3, "mlp": 2e-3}
 HIDDEN = {"a3clstm": 512, "mlplstm": 64, "mlp": 64, "nature": 512, "resnet": 512}  # feed-forward nets ignore it
+ONE_ALGORITHMS_AUTO = ("inference", "batch_size", "train_forward")  # auto flags that only one --algo reads
 
 
 def auto_or(kind):
@@ -89,11 +92,13 @@ def resolve_defaults(args, family, on_gpu, native_bf16):
         # 8 unrolls, or two of each environment where there are fewer; with --num-buffers, what its slots can fill
         pick("batch_size", min(8, 2 * args.workers * args.envs_per_worker if args.num_buffers is None
                                else batch_capacity(args)))
-        args.train_forward = train_forward if args.train_forward == AUTO else args.train_forward  # A3G's (quietly)
-    else:  # A3G has no inference role and no batches: resolved quietly, so that args.json holds no auto
+    else:
         pick("train_forward", train_forward)
-        args.inference = "local" if args.inference == AUTO else args.inference
-        args.batch_size = 8 if args.batch_size == AUTO else args.batch_size
+    # The other algorithm's are nobody's choice: None in args.json, not auto, and not a placeholder value that a run
+    # resumed with that other --algo would take for the user's
+    for name in ONE_ALGORITHMS_AUTO:
+        if getattr(args, name) == AUTO:
+            setattr(args, name, None)
     pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer
     return description, picked
 

@@ -43,7 +43,6 @@ from inference import InferenceClient, InferenceServer, InferenceStopped, LocalP
 from model import Replica, build_model, fast_layout, feature_size
 from replay import ReplayBuffer, concat, distance, needs_features, replay_specs
 from returns import trust_region_mask, vtrace_from_logits
-from shared_optim import optimizer_for
 from test import test
 from train import RolloutEnvs, Update, time_limit_bootstrap
 from unrolls import UnrollSlots, column
@@ -350,8 +349,6 @@ class LearnerStep:
         self.device = device_for(args.gpu_ids, 0)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        if optimizer is None:  # --no-shared-optimizer: the learner is the only one stepping anyway
-            optimizer = optimizer_for(args, shared_model.parameters(), False)
         self.model = fast_layout(build_model(meta).to(self.device), meta, args.channels_last)
         self.replica = Replica(shared_model, self.model)
         self.update = Update(self.replica, optimizer, args, state, 0)

@@ -24,7 +24,11 @@ class BadInput(ValueError):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Bad input is one line on stderr and exit 2 (argparse would print the usage block first); as main.py."""
+    """Bad input is one line on stderr and exit 2 (argparse would print the usage block first), and flags are
+    spelled out in full (no prefixes); as main.py."""
+
+    def __init__(self, *args, allow_abbrev=False, **kwargs):
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def error(self, message):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")

@@ -44,6 +44,17 @@ ELITE_STRATEGIES = ("strategy1", "strategy2", "strategy3", "strategy4")
 CUSTOM_DEFAULTS = {"dist_function": None, "p": 2, "sample_strategy": None, "insert_strategy": None,
                    "lambda_batch_multiplier": 1, "alfa_annealing_factor": 1.0, "elite_sampling_strategy": "strategy3",
                    "elite_batch_size": 20}
+# A custom replay's keys that only another of its settings reads: key -> (what reads it, whether the spec has it)
+READ_ONLY_WITH = {
+    "dist_function": ("a sample_strategy or an insert_strategy (without either, a custom replay is a standard one)",
+                      lambda spec: spec["sample_strategy"] or spec["insert_strategy"]),
+    "p": ('"dist_function": "ln_norm"', lambda spec: spec["dist_function"] == "ln_norm"),
+    "lambda_batch_multiplier": ("a sample_strategy", lambda spec: spec["sample_strategy"]),
+    "alfa_annealing_factor": ("a sample_strategy", lambda spec: spec["sample_strategy"]),
+    "elite_sampling_strategy": ("a sample_strategy", lambda spec: spec["sample_strategy"]),
+    "elite_batch_size": ('"insert_strategy": "elite_insertion"',
+                         lambda spec: spec["insert_strategy"] == "elite_insertion"),
+}
 RATIO_TOLERANCE = 1e-6  # ratio x B is a whole number within this (0.1 x 10 is 1.0000000000000002 in floats)
 
 
@@ -219,6 +230,16 @@ def replay_specs(text, batch_size):
         raise ValueError(f"--replay-parameters: the entries' sample_ratio x --batch-size add up to {total} unrolls, "
                          f"not --batch-size {batch_size} (ratios must sum to 1)")
     return specs
+
+
+def check_keys_read(text):
+    """Refuse a key given in ``--replay-parameters`` (checked by ``replay_specs``) that no other setting of its entry
+    reads: it would be recorded and change nothing. Only the keys the user wrote are judged, not the defaults."""
+    for index, entry in enumerate(json.loads(text)):
+        spec = {**CUSTOM_DEFAULTS, **entry}
+        for key, (reader, read) in READ_ONLY_WITH.items():
+            if key in entry and not read(spec):
+                raise _bad(index, entry, f"'{key}'", f"needs {reader}, else it changes nothing")
 
 
 def needs_features(spec):

@@ -66,7 +66,7 @@ def race_start_problems(info):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--game", default=GAME, choices=[GAME], help="the game (a3g has one such recipe)")
     p.add_argument("--out", default=None, help="state file (default: the integration's MarioCircuit1.state)")
     args = p.parse_args(argv)

@@ -80,7 +80,8 @@ def evaluated(path):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)
     p.add_argument("--seconds", type=float, default=600)
     p.add_argument("--workers", type=int, default=2 * len(os.sched_getaffinity(0)))
     p.add_argument("--env", default="PongNoFrameskip-v4")

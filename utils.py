@@ -14,7 +14,11 @@ import torch
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Bad input is one line on stderr and exit 2 (argparse would print the usage block first)."""
+    """Bad input is one line on stderr and exit 2 (argparse would print the usage block first). Flags are spelled
+    out in full: a prefix that works today would silently take another meaning the day a flag sharing it is added."""
+
+    def __init__(self, *args, allow_abbrev=False, **kwargs):
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")

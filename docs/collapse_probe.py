@@ -75,7 +75,8 @@ def worker(rank, seed, updates, lr, torch_step, shared, optimizer, queue):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4])
     p.add_argument("--updates", type=int, default=30, help="updates per worker")
     p.add_argument("--lr", type=float, default=3e-4)

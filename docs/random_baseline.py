@@ -17,7 +17,8 @@ from environment import EnvSettings, is_retro, make_env  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)
     p.add_argument("--env", default="Airstriker-Genesis-v0")
     p.add_argument("--games", type=int, default=30)
     p.add_argument("--skip-rate", type=int, default=4)

@@ -42,6 +42,15 @@ def test_family_and_machine_defaults(family, gpu, bf16, expected):
     assert len(picked) == 9 and names[family] in description
 
 
+@pytest.mark.parametrize("algo, unchosen", [("a3g", ("inference", "batch_size")), ("impala", ("train_forward",))])
+def test_the_other_algorithms_auto_flags_are_nobodys_choice(algo, unchosen):
+    """None in args.json, not a placeholder that a run resumed with the other --algo would take for the user's."""
+    args = auto_args(algo=algo)
+    _, picked = resolve_defaults(args, family="classic", on_gpu=False, native_bf16=False)
+    assert [getattr(args, name) for name in unchosen] == [None] * len(unchosen)
+    assert not {"--" + name.replace("_", "-") for name in unchosen} & {flag for flag, _ in picked}
+
+
 @pytest.mark.parametrize("family, num_buffers, expected", [("atari", None, 8), ("retro", None, 4), ("atari", 16, 8),
                                                        ("retro", 6, 6), ("retro", 40, 8)])
 def test_impala_batch_size_fits_the_slots(family, num_buffers, expected):
