@@ -46,6 +46,7 @@ READ_ONLY_WITH = {
     "alpha": ("optimizer", "RMSprop"),
     "momentum": ("optimizer", "RMSprop"),
     "load": ("resume", None),  # a resumed run starts from its checkpoint's weights
+    "load_model_dir": ("load", True),
 }
 
 
