@@ -13,8 +13,9 @@ Replay kinds, as elite_buffer_vtrace names them (its README and ``parameter_sche
   reproduces: smallest distance between the features stored at acting time and the current network's) or
   ``attentive_sampling`` (prefer unrolls whose current features are closest to those of the newest unroll's last
   state, where the agent is now), both ranking a random candidate set of ``lambda x count`` distinct slots, lambda
-  annealing linearly from ``lambda_batch_multiplier`` to 1 (``elite_sampling_strategy`` strategy1-4 picks among
-  the candidates: ``elite_picks``); ``insert_strategy`` ``elite_insertion`` (once full, overwrite the most drifted
+  annealing linearly from ``lambda_batch_multiplier`` (6, as elite_buffer_vtrace's README runs it; one that gives
+  no more candidates than picks is refused) to 1 (``elite_sampling_strategy`` strategy1-4 picks among the
+  candidates: ``elite_picks``); ``insert_strategy`` ``elite_insertion`` (once full, overwrite the most drifted
   of ``elite_batch_size`` random slots instead of the oldest).
 
 Where this differs from elite_buffer_vtrace, on purpose: ``cos_dist`` is ``1 - cosine similarity``, a distance
@@ -41,8 +42,10 @@ DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div")
 SAMPLE_STRATEGIES = ("elite_sampling", "attentive_sampling")
 INSERT_STRATEGIES = ("elite_insertion",)
 ELITE_STRATEGIES = ("strategy1", "strategy2", "strategy3", "strategy4")
+# lambda 6: what elite_buffer_vtrace's README and experiments run elite sampling with (its schema's default of 1
+# ranks exactly the picks: sampling stays uniform); lambda only matters with a sample_strategy
 CUSTOM_DEFAULTS = {"dist_function": None, "p": 2, "sample_strategy": None, "insert_strategy": None,
-                   "lambda_batch_multiplier": 1, "alfa_annealing_factor": 1.0, "elite_sampling_strategy": "strategy3",
+                   "lambda_batch_multiplier": 6, "alfa_annealing_factor": 1.0, "elite_sampling_strategy": "strategy3",
                    "elite_batch_size": 20}
 RATIO_TOLERANCE = 1e-6  # ratio x B is a whole number within this (0.1 x 10 is 1.0000000000000002 in floats)
 
@@ -109,6 +112,11 @@ def elite_picks(strategy, distances, counts, n):
     if strategy == "strategy4":
         return torch.stack([group[torch.argmin(counts[group])] for group in groups])
     raise ValueError(f"unknown elite_sampling_strategy {strategy!r}")
+
+
+def candidate_count(lam, count):
+    """Candidates ranked for ``count`` picks at ``lam`` candidates per pick (never fewer than the picks)."""
+    return max(count, int(lam * count))
 
 
 def annealed_lambda(lambda0, alfa, progress):
@@ -188,6 +196,18 @@ def _check_custom(index, spec):
         raise _bad(index, spec, "'elite_batch_size'", f"{size} is above the capacity {spec['capacity']}")
 
 
+def _check_ranked_sampling(index, spec):
+    """A sample_strategy ranks more candidates than it picks, or it would pick every candidate: uniform sampling
+    under another name, with the distances never computed."""
+    if spec["type"] != "custom" or not spec["sample_strategy"]:
+        return
+    lam, count = spec["lambda_batch_multiplier"], spec["count"]
+    if candidate_count(lam, count) <= count:
+        raise _bad(index, spec, "'lambda_batch_multiplier'",
+                   f"{lam:g} x {count} picks gives {candidate_count(lam, count)} candidates: {spec['sample_strategy']} "
+                   f"needs more candidates than picks, at least {(count + 1) / count:g} (default 6)")
+
+
 def replay_specs(text, batch_size):
     """Parse and check ``--replay-parameters``; returns one dict per entry, custom defaults filled in and
     ``count`` (unrolls per batch) added. Raises ValueError with one line naming the entry and the key."""
@@ -214,6 +234,7 @@ def replay_specs(text, batch_size):
         if spec["count"] < 1:
             raise _bad(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g}: "
                                                  f"every entry gives at least one unroll per batch")
+        _check_ranked_sampling(i, spec)
         total += spec["count"]
     if total != batch_size:
         raise ValueError(f"--replay-parameters: the entries' sample_ratio x --batch-size add up to {total} unrolls, "
@@ -341,7 +362,7 @@ class ReplayBuffer(UnrollSlots):
         lam = annealed_lambda(self.spec.get("lambda_batch_multiplier", 1), self.spec.get("alfa_annealing_factor", 1),
                               progress)
         whole = self.whole()
-        k = min(len(whole), max(self.count, int(lam * self.count)))
+        k = min(len(whole), candidate_count(lam, self.count))
         return whole[torch.randperm(len(whole), generator=generator)[:k]]
 
     def sample(self, generator, progress=0.0, score=None):
