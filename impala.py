@@ -316,13 +316,15 @@ def replay_scores(replay, model, device, fresh):
     return sample, elite
 
 
-def run_progress(args, state, started):
-    """How far the run is, in [0, 1], by --max-frames or --max-seconds (0 without either): lambda's annealing."""
+def run_progress(args, state):
+    """How far the run is, in [0, 1], by --max-frames or --max-seconds (0 without either): lambda's annealing.
+    Both are the run's, from the shared run state (as the supervisor counts them), so that a replaced learner
+    goes on annealing where its predecessor was."""
     done = 0.0
     if args.max_frames:
         done = max(done, state.frames.value / args.max_frames)
     if args.max_seconds:
-        done = max(done, (time.monotonic() - started) / args.max_seconds)
+        done = max(done, (time.monotonic() - state.started.value) / args.max_seconds)
     return min(done, 1.0)
 
 
@@ -357,7 +359,7 @@ class LearnerStep:
         self.update = Update(self.replica, optimizer, args, state, 0)
         self.generator = torch.Generator().manual_seed(args.seed + args.workers + 1)  # the replays' sampling
         self.queue_count = args.batch_size - sum(replay.count for replay in replays)
-        self.started, self.steps = time.monotonic(), 0
+        self.steps = 0
 
     @property
     def need(self):
@@ -371,7 +373,7 @@ class LearnerStep:
         args, state, device = self.args, self.state, self.device
         self.replica.pull()
         batch, insert_scores = build_batch(fresh, self.replays, self.generator,
-                                           run_progress(args, state, self.started), self.model, device)
+                                           run_progress(args, state), self.model, device)
         batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
         logits, values = learner_forward(self.model, batch, device, args.bf16)
         mask = None
