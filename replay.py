@@ -25,7 +25,9 @@ buffer of exactly ``count`` slots works; ratios are compared with a tolerance (i
 
 The buffers are shared-memory tensors allocated once by the supervisor (they outlive a replaced learner), with
 the unroll slots' layout plus per-unroll features, sample counts and insertion step; the learner is their only
-writer, and it samples with its own seeded ``torch.Generator``.
+writer, and it samples with its own seeded ``torch.Generator``. A stored unroll keeps the environment's rewards
+and the observations a time limit cut its episodes at, so a replayed cut bootstraps from the current network's
+value, as a fresh one does (``impala.cut_values``).
 """
 
 import json
@@ -248,10 +250,10 @@ def needs_features(spec):
     return spec["type"] == "custom" and bool(ranked) and spec["dist_function"] != "kl_div"
 
 
-def slot_bytes(unroll_length, obs_shape, num_actions, hidden_size, feature_size):
+def slot_bytes(unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots=1):
     """Bytes one stored unroll takes: one slot of the unroll layout (measured on a one-slot ``UnrollSlots``, so that
     a new field counts), and the replay's ``sample_count`` and ``inserted``."""
-    one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size)
+    one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots)
     return sum(t.numel() * t.element_size() for t in vars(one).values() if torch.is_tensor(t)) + 2 * 8
 
 
@@ -274,11 +276,11 @@ def available_memory():
     return min(found) if found else None
 
 
-def check_replay_memory(specs, unroll_length, obs_shape, num_actions, hidden_size, feature_size):
+def check_replay_memory(specs, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots=1):
     """ValueError when the replays would not fit in memory (estimated from the observation shape and unroll
-    length), before anything is allocated."""
+    length; ``final_slots``: ``unrolls.final_slots``), before anything is allocated."""
     needed = sum(spec["capacity"] * slot_bytes(unroll_length, obs_shape, num_actions, hidden_size,
-                                               feature_size if needs_features(spec) else 0)
+                                               feature_size if needs_features(spec) else 0, final_slots)
                  for spec in specs if spec["type"] != "queue")
     free = available_memory()
     if free is not None and needed > 0.9 * free:
@@ -299,10 +301,10 @@ class ReplayBuffer(UnrollSlots):
     written, -1 when none). The learner alone writes; a learner killed in the middle of a write leaves ``writing``
     set, and that slot is never sampled until the next learner has written it again (first)."""
 
-    def __init__(self, spec, unroll_length, obs_shape, num_actions, hidden_size, feature_size):
+    def __init__(self, spec, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots=1):
         C = spec["capacity"]
         super().__init__(C, unroll_length, obs_shape, num_actions, hidden_size,
-                         feature_size if needs_features(spec) else 0)
+                         feature_size if needs_features(spec) else 0, final_slots)
         self.spec = spec
         self.sample_count = torch.zeros(C, dtype=torch.int64)
         self.inserted = torch.zeros(C, dtype=torch.int64)

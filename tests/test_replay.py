@@ -101,7 +101,8 @@ def fake_unrolls(n, T=3, obs=2, actions=2, start=0.0):
     values = start + torch.arange(n, dtype=torch.float32)
     return {"obs": values.reshape(1, n, 1).expand(T + 1, n, obs).clone(),
             "actions": torch.zeros(T, n, dtype=torch.int64), "rewards": torch.zeros(T, n),
-            "dones": torch.zeros(T, n), "logits": torch.zeros(T, n, actions), "values": torch.zeros(T, n),
+            "dones": torch.zeros(T, n), "truncated": torch.zeros(T, n), "final_obs": torch.zeros(1, n, obs),
+            "logits": torch.zeros(T, n, actions), "values": torch.zeros(T, n),
             "hx": torch.zeros(n, 0),
             "cx": torch.zeros(n, 0), "features": values.reshape(1, n, 1).expand(T, n, 4).clone()}
 
@@ -255,6 +256,7 @@ def test_slot_bytes_is_what_a_replay_allocates_per_unroll(hidden, features):
     buffer = ReplayBuffer(spec(capacity=5, sample_strategy="elite_sampling"), 20, [4], 2, hidden, features)
     per_slot = [t for t in vars(buffer).values() if torch.is_tensor(t) and t.shape[:1] == (5,)]
     assert sum(t.numel() * t.element_size() for t in per_slot) == 5 * slot_bytes(20, [4], 2, hidden, features)
-    # CartPole, T = 20, no state or features: 21 x 4 observations, 20 actions (int64), rewards, dones and values,
-    # 20 x 2 logits, two int64 counters
-    assert slot_bytes(20, [4], 2, 0, 0) == 4 * 21 * 4 + 8 * 20 + 4 * 3 * 20 + 4 * 20 * 2 + 2 * 8
+    # CartPole, T = 20, no state or features: 21 x 4 observations and one final one, 20 actions (int64), rewards,
+    # dones, truncated flags and values, 20 x 2 logits, two int64 counters
+    assert slot_bytes(20, [4], 2, 0, 0) == 4 * 22 * 4 + 8 * 20 + 4 * 4 * 20 + 4 * 20 * 2 + 2 * 8
+    assert slot_bytes(20, [4], 2, 0, 0, final_slots=3) == slot_bytes(20, [4], 2, 0, 0) + 2 * 4 * 4

@@ -106,11 +106,12 @@ def test_loss_with_the_mask():
     batch = fake_batch(T, n, 3, 4)
     logits = torch.randn(T + 1, n, 4, requires_grad=True)
     values = torch.randn(T + 1, n)
-    plain = impala_loss(batch, logits, values, args)
-    ones = impala_loss(batch, logits, values, args, torch.ones(T, n))
+    no_cut = torch.zeros(T, n)
+    plain = impala_loss(batch, logits, values, no_cut, args)
+    ones = impala_loss(batch, logits, values, no_cut, args, torch.ones(T, n))
     for a, b in zip(plain, ones):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
-    _, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args, torch.zeros(T, n))
+    _, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, no_cut, args, torch.zeros(T, n))
     assert policy_loss.item() == 0.0 and baseline_loss.item() == 0.0
     torch.testing.assert_close(entropy, plain[3])  # the entropy bonus keeps every step
 
@@ -172,13 +173,13 @@ def test_a_replaced_learner_anneals_lambda_from_where_the_run_is(tmp_path, monke
     just started (11 or 12): the annealing reads the run's time from the shared run state."""
     elite = {"type": "custom", "capacity": 16, "sample_ratio": 0.5, "dist_function": "kl_div",
              "sample_strategy": "elite_sampling", "lambda_batch_multiplier": 6}
-    args, _, meta, _, _ = validate(["--algo", "impala", "--env", "CartPole-v1", "--workers", "1", "--batch-size", "4",
+    args, settings, meta, _, _ = validate(["--algo", "impala", "--env", "CartPole-v1", "--workers", "1", "--batch-size", "4",
                                     "--max-seconds", "3", "--replay-parameters", json.dumps([QUEUE, elite]),
                                     *map(str, out_dirs(tmp_path))])
     ctx = mp.get_context("spawn")
     state = RunState(ctx, args.workers)  # the run starts
     shared_model = build_model(meta)
-    weights, replays = SharedWeights(ctx, shared_model), replays_for(args, meta)
+    weights, replays = SharedWeights(ctx, shared_model), replays_for(args, settings, meta)
     stored = fake_batch(args.num_steps, 16, 4, 2)
     for j in range(16):
         replays[0].put(j, column(stored, j), 1)
