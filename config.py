@@ -21,6 +21,7 @@ from model import FRAME_FORMAT, ModelError, choose_model, feature_size, model_me
 from replay import DEFAULT_REPLAY_PARAMETERS, check_keys_read, check_replay_memory, replay_specs
 from returns import TRUST_REGION_MODES
 from run_dir import choose_run_dir
+from unrolls import final_slots
 from utils import OneLineParser, cpu_has_native_bf16, env_file_name, missing_gpus, usable_cores
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -414,7 +415,8 @@ def validate(argv):
     settings, meta, args.frames_per_step = environment_setup(args)
     if args.algo == "impala":  # the replays' size needs the observation's shape
         check_replay_memory(replay_specs(args.replay_parameters, args.batch_size), args.num_steps, meta["obs_shape"],
-                            meta["num_actions"], meta["hidden_size"], feature_size(meta))
+                            meta["num_actions"], meta["hidden_size"], feature_size(meta),
+                            final_slots(settings, args.num_steps))
     if resumed is not None:
         check_compatible(resumed, args.resume, args.env, meta)
     loaded = None

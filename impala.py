@@ -5,11 +5,12 @@ Roles, handed to the supervisor as A3G's are (``impala_roles``):
 - **actor** x ``--workers``: steps ``--envs-per-worker`` environments with a CPU copy of the latest published
   weights (``--inference local``) or through the inference role (``--inference server``, inference.py), and
   writes each environment's unroll of ``--unroll-length`` steps (observations, actions, rewards, episode ends,
-  the behaviour policy's logits and values, the recurrent state at the unroll's start and the weights' version)
-  into a slot of the shared ``UnrollStore``;
+  the steps a time limit cut and the observations it cut at, the behaviour policy's logits and values, the
+  recurrent state at the unroll's start and the weights' version) into a slot of the shared ``UnrollStore``;
 - **learner** x 1: takes the oldest full unrolls (``LearnerStep.need`` of them: ``--batch-size`` less the share of
   each replay that can already give its own; dropping those more than ``--max-policy-lag`` versions old),
-  computes V-trace targets (``returns.vtrace_from_logits``), steps the shared optimizer on the shared model
+  computes V-trace targets (``returns.vtrace_from_logits``; a step a time limit cut bootstraps from the learner's
+  own value of the observation it cut at, ``cut_values``), steps the shared optimizer on the shared model
   (through a replica on its device, as an A3G worker does) and publishes the new weights' version;
 - **evaluator**: test.py, exactly as for A3G;
 - **inference** x 1 with ``--inference server``: answers the actors' forward passes in batches (inference.py).
@@ -35,6 +36,7 @@ time and averaged over the batch, as A3G's loss, so that a learning rate means t
 import os
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -44,8 +46,8 @@ from model import Replica, build_model, fast_layout, feature_size
 from replay import ReplayBuffer, concat, distance, needs_features, replay_specs
 from returns import trust_region_mask, vtrace_from_logits
 from test import test
-from train import RolloutEnvs, Update, time_limit_bootstrap
-from unrolls import UnrollSlots, column
+from train import RolloutEnvs, Update
+from unrolls import UnrollSlots, column, final_slots
 from utils import device_for, parent_alive, setup_child_process
 
 FREE, WRITING, FULL = 0, 1, 2
@@ -55,14 +57,16 @@ WAIT = 0.002  # seconds between polls of the store: a wait always ends with the 
 class UnrollStore(UnrollSlots):
     """Preallocated shared-memory slots, one unroll of one environment each, ``T = unroll_length`` steps:
     ``obs [T + 1, ...]`` (the last one is where the next unroll starts, and what V-trace bootstraps from),
-    ``actions``, ``rewards``, ``dones``, ``logits [T, A]`` and ``values [T]`` (the behaviour policy's), ``hx``/``cx``
-    (the recurrent state before ``obs[0]``), the weights' ``version`` that acted, and when it was committed
-    (``stamp``, for oldest-first); with a replay that ranks by them, ``features [T, F]`` (what the acting network's
-    heads read, for elite sampling; F = 0 otherwise). Slots ``[rank * per_actor, (rank + 1) * per_actor)`` belong
-    to actor ``rank``."""
+    ``actions``, ``rewards``, ``dones``, ``truncated`` and ``final_obs [K, ...]`` (the steps a time limit cut, and
+    the observations it cut at: ``unrolls``), ``logits [T, A]`` and ``values [T]`` (the behaviour policy's),
+    ``hx``/``cx`` (the recurrent state before ``obs[0]``), the weights' ``version`` that acted, and when it was
+    committed (``stamp``, for oldest-first); with a replay that ranks by them, ``features [T, F]`` (what the acting
+    network's heads read, for elite sampling; F = 0 otherwise). Slots ``[rank * per_actor, (rank + 1) *
+    per_actor)`` belong to actor ``rank``."""
 
-    def __init__(self, slots, per_actor, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0):
-        super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size)
+    def __init__(self, slots, per_actor, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0,
+                 final_slots=1):
+        super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots)
         self.per_actor = per_actor
         self.version = torch.zeros(slots, dtype=torch.int64)
         self.stamp = torch.zeros(slots, dtype=torch.float64)
@@ -154,7 +158,7 @@ class Acting:
         batch, T = args.envs_per_worker, args.num_steps
         self.envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch,
                                 clip_rewards=args.reward_clipping == "abs_one")
-        self.policy, self.T, self.gamma = policy, T, args.gamma
+        self.policy, self.T = policy, T
         self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
         self.obs = torch.zeros((T + 1, batch) + self.envs.first_obs.shape[1:])
         self.obs_np = self.obs.numpy()
@@ -162,15 +166,19 @@ class Acting:
         self.hx, self.cx = torch.zeros(batch, meta["hidden_size"]), torch.zeros(batch, meta["hidden_size"])
         self.actions = torch.zeros((T, batch), dtype=torch.int64)
         self.rewards, self.dones = torch.zeros(T, batch), torch.zeros(T, batch)
+        self.truncated = torch.zeros(T, batch)
+        self.final_obs = torch.zeros((final_slots(settings, T), batch) + self.envs.first_obs.shape[1:])
+        self.cuts = np.zeros(batch, dtype=np.int64)  # episodes cut so far in this unroll, per environment
         self.logits, self.values = torch.zeros((T, batch, meta["num_actions"])), torch.zeros(T, batch)
         self.features = torch.zeros((T, batch, feature_size))  # F = 0 unless a replay ranks by them
         self.frames = unroll_frames(args)
 
     def unroll(self):
         """One unroll of every environment, time-major: ``{"obs": [T + 1, B, ...], "actions", "rewards", "dones",
-        "values": [T, B], "logits": [T, B, A], "features": [T, B, F], "hx", "cx": [B, H]}`` (the state before
-        ``obs[0]``), then the weights' version that acted and the games finished. The tensors are this object's
-        buffers: the next call overwrites them."""
+        "truncated", "values": [T, B], "final_obs": [K, B, ...], "logits": [T, B, A], "features": [T, B, F], "hx",
+        "cx": [B, H]}`` (the state before ``obs[0]``), then the weights' version that acted and the games finished.
+        Rewards are the environment's (clipped with ``--reward-clipping``): a cut's bootstrap is the learner's to
+        add. The tensors are this object's buffers: the next call overwrites them."""
         policy, envs, obs, obs_np = self.policy, self.envs, self.obs, self.obs_np
         with_features = self.features.shape[-1] > 0
         policy.begin_unroll()
@@ -178,6 +186,7 @@ class Acting:
         h0, c0 = self.hx, self.cx
         hx, cx = h0, c0
         games = 0
+        self.cuts[:] = 0
         with torch.no_grad(), self.autocast:
             for t in range(self.T):
                 if with_features:
@@ -192,14 +201,28 @@ class Acting:
                 games += finished
                 self.actions[t], self.logits[t] = action, logits
                 self.rewards[t], self.dones[t] = torch.from_numpy(step_rewards), torch.from_numpy(step_dones)
-                if step_dones.any():
-                    self.rewards[t] += time_limit_bootstrap(policy, envs, (hx, cx), self.gamma, "cpu")
+                self.truncated[t] = torch.from_numpy(envs.truncated)
+                if envs.truncated.any():
+                    self.keep_final_obs(envs.truncated, envs.final_obs)
                 keep = (1.0 - self.dones[t]).unsqueeze(1)
                 hx, cx = hx * keep, cx * keep
         self.hx, self.cx = hx, cx
         unroll = {"obs": obs, "actions": self.actions, "rewards": self.rewards, "dones": self.dones,
-                  "logits": self.logits, "values": self.values, "features": self.features, "hx": h0, "cx": c0}
+                  "truncated": self.truncated, "final_obs": self.final_obs, "logits": self.logits,
+                  "values": self.values, "features": self.features, "hx": h0, "cx": c0}
         return unroll, policy.unroll_version, games
+
+    def keep_final_obs(self, truncated, final_obs):
+        """The observations a time limit cut episodes at, each in its environment's next free row of
+        ``final_obs``."""
+        cut = np.flatnonzero(truncated)
+        rows = self.cuts[cut]
+        if rows.max() >= self.final_obs.shape[0]:  # final_slots' bound says it cannot happen
+            raise RuntimeError(f"a time limit cut more than {self.final_obs.shape[0]} episode(s) of one environment "
+                               f"within one unroll of {self.T} steps; is there a limit shorter than "
+                               f"--max-episode-length?")
+        self.final_obs[rows, cut] = torch.from_numpy(final_obs[cut])
+        self.cuts[cut] += 1
 
 
 def local_policy(args, meta, weights):
@@ -239,21 +262,52 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
 def learner_forward(model, batch, device, bf16=False):
     """The learner's policy and values over a batch of unrolls: ``[T + 1, n, A]`` logits and ``[T + 1, n]`` values,
     from the state each unroll started in, reset where an episode ended (``model.unroll``: the convolutional part
-    sees all ``(T + 1) x n`` observations in one batch). With ``bf16`` (``--bf16``) the forward pass runs under
-    bfloat16 autocast, as A3G's workers' do; the results, and the loss, are float32."""
+    sees all ``(T + 1) x n`` observations in one batch), and ``[T, n]``, its values of the observations a time
+    limit cut episodes at (``cut_values``). With ``bf16`` (``--bf16``) the forward pass runs under bfloat16
+    autocast, as A3G's workers' do; the results, and the loss, are float32."""
     state = (batch["hx"].to(device), batch["cx"].to(device))
     with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
-        values, logits, _ = model.unroll(batch["obs"].to(device), state, batch["dones"].to(device))
-    return logits.float(), values.float()
+        values, logits, _, states = model.unroll(batch["obs"].to(device), state, batch["dones"].to(device),
+                                                 with_states=True)
+        cut = cut_values(model, batch, states, device)
+    return logits.float(), values.float(), cut
 
 
-def impala_loss(batch, logits, values, args, mask=None):
-    """V-trace actor-critic loss of a batch; returns (loss, policy loss, baseline loss, entropy). ``mask``
-    (``[T, n]``, ``--kl-mask``) drops steps outside the trust region from the policy gradient and the value
-    targets (a masked step's target is its own value: no baseline gradient); the entropy bonus keeps every step."""
-    discounts = args.gamma * (1.0 - batch["dones"])
-    vtrace = vtrace_from_logits(batch["logits"], logits[:-1], batch["actions"], discounts, batch["rewards"],
-                                values[:-1].detach(), values[-1].detach(), mask=mask)
+@torch.no_grad()
+def cut_values(model, batch, states, device):
+    """``[T, n]``: where a time limit cut an episode (``batch["truncated"]``), the learner's value of the
+    observation it cut at, from the state after that step (where the episode would have gone on: ``states``, from
+    ``model.unroll(..., with_states=True)``); 0 elsewhere. No gradient: it is a bootstrap target, as V-trace's
+    value after the unroll's last step is. An unroll's i-th cut observation is its ``final_obs[i]``."""
+    truncated = batch["truncated"].to(device)
+    cut = torch.zeros_like(truncated)
+    steps, columns = truncated.nonzero(as_tuple=True)
+    if len(steps):
+        rows = (truncated.cumsum(0) - 1)[steps, columns].long()
+        final_obs = batch["final_obs"].to(device)[rows, columns]
+        value, _, _ = model(final_obs, (states[0][steps, columns], states[1][steps, columns]))
+        cut[steps, columns] = value.float()
+    return cut
+
+
+def vtrace_targets(batch, logits, values, cut, gamma, mask=None):
+    """V-trace over a batch (``returns.vtrace_from_logits``), with ``cut`` (``learner_forward``'s) where a time
+    limit ended an episode. Such a step ends its episode in the unroll (discount 0: the next observation begins
+    another one) but not in truth, so its reward gets ``gamma * V(observation it cut at)``: its TD error, target
+    and advantage are then exactly those of an unroll that went on to that observation and ended there (whose
+    target V-trace takes to be its value)."""
+    discounts = gamma * (1.0 - batch["dones"])
+    rewards = batch["rewards"] + gamma * cut
+    return vtrace_from_logits(batch["logits"], logits[:-1], batch["actions"], discounts, rewards,
+                              values[:-1].detach(), values[-1].detach(), mask=mask)
+
+
+def impala_loss(batch, logits, values, cut, args, mask=None):
+    """V-trace actor-critic loss of a batch (``learner_forward``'s logits, values and cut values); returns (loss,
+    policy loss, baseline loss, entropy). ``mask`` (``[T, n]``, ``--kl-mask``) drops steps outside the trust
+    region from the policy gradient and the value targets (a masked step's target is its own value: no baseline
+    gradient); the entropy bonus keeps every step."""
+    vtrace = vtrace_targets(batch, logits, values, cut, args.gamma, mask)
     policy_loss = -(vtrace.target_action_log_probs * vtrace.pg_advantages).sum(0).mean()
     baseline_loss = 0.5 * (vtrace.vs - values[:-1]).pow(2).sum(0).mean()
     log_policy = F.log_softmax(logits[:-1], -1)
@@ -315,13 +369,15 @@ def replay_scores(replay, model, device, fresh):
     return sample, elite
 
 
-def run_progress(args, state, started):
-    """How far the run is, in [0, 1], by --max-frames or --max-seconds (0 without either): lambda's annealing."""
+def run_progress(args, state):
+    """How far the run is, in [0, 1], by --max-frames or --max-seconds (0 without either): lambda's annealing.
+    Both are the run's, from the shared run state (as the supervisor counts them), so that a replaced learner
+    goes on annealing where its predecessor was."""
     done = 0.0
     if args.max_frames:
         done = max(done, state.frames.value / args.max_frames)
     if args.max_seconds:
-        done = max(done, (time.monotonic() - started) / args.max_seconds)
+        done = max(done, (time.monotonic() - state.started.value) / args.max_seconds)
     return min(done, 1.0)
 
 
@@ -354,7 +410,7 @@ class LearnerStep:
         self.update = Update(self.replica, optimizer, args, state, 0)
         self.generator = torch.Generator().manual_seed(args.seed + args.workers + 1)  # the replays' sampling
         self.queue_count = args.batch_size - sum(replay.count for replay in replays)
-        self.started, self.steps = time.monotonic(), 0
+        self.steps = 0
 
     @property
     def need(self):
@@ -368,9 +424,9 @@ class LearnerStep:
         args, state, device = self.args, self.state, self.device
         self.replica.pull()
         batch, insert_scores = build_batch(fresh, self.replays, self.generator,
-                                           run_progress(args, state, self.started), self.model, device)
+                                           run_progress(args, state), self.model, device)
         batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
-        logits, values = learner_forward(self.model, batch, device, args.bf16)
+        logits, values, cut = learner_forward(self.model, batch, device, args.bf16)
         mask = None
         if args.kl_mask:
             mask = trust_region_mask(batch["logits"], logits[:-1].detach(), args.kl_threshold,
@@ -379,7 +435,7 @@ class LearnerStep:
             state.masked[0] += masked
             state.masked[1] += mask.numel()
             state.masked_recent.value = masked / mask.numel()
-        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args, mask)
+        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, cut, args, mask)
         need = len(lag)
         if args.clone_losses and batch["actions"].shape[1] > need:  # once a replay holds its share
             policy_cloning, value_cloning = cloning_losses(batch, logits, values, need)
@@ -426,11 +482,12 @@ def unroll_features(args, meta):
     return feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
 
 
-def replays_for(args, meta):
+def replays_for(args, settings, meta):
     """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
     them as its predecessor left them."""
     specs, features = replay_specs(args.replay_parameters, args.batch_size), unroll_features(args, meta)
-    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"], features)
+    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"], features,
+                         final_slots(settings, args.num_steps))
             for spec in specs if spec["type"] != "queue"]
 
 
@@ -446,8 +503,8 @@ def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, path
     per_actor = slots_per_actor(args)
     features = unroll_features(args, meta)
     store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
-                        meta["hidden_size"], features)
-    replays = replays_for(args, meta)
+                        meta["hidden_size"], features, final_slots(settings, args.num_steps))
+    replays = replays_for(args, settings, meta)
     weights = SharedWeights(ctx, shared_model)
     server = None
     if args.inference == "server":

@@ -403,6 +403,6 @@ def ray_roles(args, settings, meta, shared_model, optimizer, state, paths, start
     """``--backend ray``'s roles for the supervisor: the learner (the actors are its Ray actors, in the cluster at
     ``address``) and the evaluator, the same as the shared-memory backend's."""
     learner_args = (args, settings, meta, shared_model, optimizer, state, address, paths["log_file"], os.getpid(),
-                    replays_for(args, meta))
+                    replays_for(args, settings, meta))
     return {"evaluator": evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds),
             "learner": (learner, learner_args)}

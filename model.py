@@ -61,15 +61,17 @@ class RecurrentActorCritic(nn.Module):
         out = (self.critic_linear(hx).squeeze(-1), self.actor_linear(hx), (hx, cx))
         return out + (hx,) if with_features else out  # what the heads read (replay's elite sampling)
 
-    def unroll(self, obs, state, dones=None, with_features=False):
+    def unroll(self, obs, state, dones=None, with_features=False, with_states=False):
         """``obs [T, B, ...]`` from recurrent state ``state``; ``dones[t]`` (``[B]``, for ``t < T - 1`` at least)
         is 1 where the step taken at ``obs[t]`` ended an episode: the state is zeroed before ``obs[t + 1]``.
         Returns ``values [T, B]``, ``logits [T, B, A]`` and the state after the last step (not cut); with
-        ``with_features`` also what the heads read, ``[T, B, F]``."""
+        ``with_features`` also what the heads read, ``[T, B, F]``; with ``with_states`` also the state after each
+        step, before any cut, ``([T, B, H], [T, B, H])`` (where an episode cut by a time limit would have gone
+        on: IMPALA's learner bootstraps from there)."""
         steps, batch = obs.shape[:2]
         features = self.features(obs.flatten(0, 1)).unflatten(0, (steps, batch))
         hx, cx = state
-        outputs = []
+        outputs, cells = [], []
         for t in range(steps):
             if dones is not None and t > 0:
                 keep = (1.0 - dones[t - 1]).unsqueeze(1)
@@ -77,9 +79,12 @@ class RecurrentActorCritic(nn.Module):
             hx, cx = self.lstm(features[t], (hx, cx))
             hx, cx = hx.float(), cx.float()
             outputs.append(hx)
+            cells.append(cx)
         hidden = torch.stack(outputs)
         out = (self.critic_linear(hidden).squeeze(-1), self.actor_linear(hidden), (hx, cx))
-        return out + (hidden,) if with_features else out
+        if with_features:
+            out += (hidden,)
+        return out + ((hidden, torch.stack(cells)),) if with_states else out
 
 
 class A3Clstm(RecurrentActorCritic):
@@ -140,13 +145,16 @@ class FeedForwardActorCritic(nn.Module):
         out = (self.critic_linear(x).squeeze(-1), self.actor_linear(x), state)
         return out + (x,) if with_features else out
 
-    def unroll(self, obs, state, dones=None, with_features=False):
-        """``obs [T, B, ...]`` as one batch of ``T x B``; see ``RecurrentActorCritic.unroll``."""
+    def unroll(self, obs, state, dones=None, with_features=False, with_states=False):
+        """``obs [T, B, ...]`` as one batch of ``T x B``; see ``RecurrentActorCritic.unroll`` (the states after
+        each step are the empty ``[T, B, 0]``)."""
         steps, batch = obs.shape[:2]
         x = self.features(obs.flatten(0, 1))
         values, logits = self.critic_linear(x).squeeze(-1), self.actor_linear(x)
         out = (values.unflatten(0, (steps, batch)), logits.unflatten(0, (steps, batch)), state)
-        return out + (x.unflatten(0, (steps, batch)),) if with_features else out
+        if with_features:
+            out += (x.unflatten(0, (steps, batch)),)
+        return out + (tuple(s.expand(steps, *s.shape) for s in state),) if with_states else out
 
 
 class MLP(FeedForwardActorCritic):

@@ -13,8 +13,9 @@ Replay kinds, as elite_buffer_vtrace names them (its README and ``parameter_sche
   reproduces: smallest distance between the features stored at acting time and the current network's) or
   ``attentive_sampling`` (prefer unrolls whose current features are closest to those of the newest unroll's last
   state, where the agent is now), both ranking a random candidate set of ``lambda x count`` distinct slots, lambda
-  annealing linearly from ``lambda_batch_multiplier`` to 1 (``elite_sampling_strategy`` strategy1-4 picks among
-  the candidates: ``elite_picks``); ``insert_strategy`` ``elite_insertion`` (once full, overwrite the most drifted
+  annealing linearly from ``lambda_batch_multiplier`` (6, as elite_buffer_vtrace's README runs it; one that gives
+  no more candidates than picks is refused) to 1 (``elite_sampling_strategy`` strategy1-4 picks among the
+  candidates: ``elite_picks``); ``insert_strategy`` ``elite_insertion`` (once full, overwrite the most drifted
   of ``elite_batch_size`` random slots instead of the oldest).
 
 Where this differs from elite_buffer_vtrace, on purpose: ``cos_dist`` is ``1 - cosine similarity``, a distance
@@ -24,7 +25,9 @@ buffer of exactly ``count`` slots works; ratios are compared with a tolerance (i
 
 The buffers are shared-memory tensors allocated once by the supervisor (they outlive a replaced learner), with
 the unroll slots' layout plus per-unroll features, sample counts and insertion step; the learner is their only
-writer, and it samples with its own seeded ``torch.Generator``.
+writer, and it samples with its own seeded ``torch.Generator``. A stored unroll keeps the environment's rewards
+and the observations a time limit cut its episodes at, so a replayed cut bootstraps from the current network's
+value, as a fresh one does (``impala.cut_values``).
 """
 
 import json
@@ -41,8 +44,10 @@ DIST_FUNCTIONS = ("ln_norm", "cos_dist", "kl_div")
 SAMPLE_STRATEGIES = ("elite_sampling", "attentive_sampling")
 INSERT_STRATEGIES = ("elite_insertion",)
 ELITE_STRATEGIES = ("strategy1", "strategy2", "strategy3", "strategy4")
+# lambda 6: what elite_buffer_vtrace's README and experiments run elite sampling with (its schema's default of 1
+# ranks exactly the picks: sampling stays uniform); lambda only matters with a sample_strategy
 CUSTOM_DEFAULTS = {"dist_function": None, "p": 2, "sample_strategy": None, "insert_strategy": None,
-                   "lambda_batch_multiplier": 1, "alfa_annealing_factor": 1.0, "elite_sampling_strategy": "strategy3",
+                   "lambda_batch_multiplier": 6, "alfa_annealing_factor": 1.0, "elite_sampling_strategy": "strategy3",
                    "elite_batch_size": 20}
 # A custom replay's keys that only another of its settings reads: key -> (what reads it, whether the spec has it)
 READ_ONLY_WITH = {
@@ -122,6 +127,11 @@ def elite_picks(strategy, distances, counts, n):
     raise ValueError(f"unknown elite_sampling_strategy {strategy!r}")
 
 
+def candidate_count(lam, count):
+    """Candidates ranked for ``count`` picks at ``lam`` candidates per pick (never fewer than the picks)."""
+    return max(count, int(lam * count))
+
+
 def annealed_lambda(lambda0, alfa, progress):
     """Candidates per pick, ``lambda0 - (lambda0 - 1) x progress / alfa`` and at least 1, with ``progress`` the
     run's fraction done in [0, 1]: with ``alfa`` 1 it reaches 1 at the run's end, with ``alfa`` 2 it falls half as
@@ -199,6 +209,18 @@ def _check_custom(index, spec):
         raise _bad(index, spec, "'elite_batch_size'", f"{size} is above the capacity {spec['capacity']}")
 
 
+def _check_ranked_sampling(index, spec):
+    """A sample_strategy ranks more candidates than it picks, or it would pick every candidate: uniform sampling
+    under another name, with the distances never computed."""
+    if spec["type"] != "custom" or not spec["sample_strategy"]:
+        return
+    lam, count = spec["lambda_batch_multiplier"], spec["count"]
+    if candidate_count(lam, count) <= count:
+        raise _bad(index, spec, "'lambda_batch_multiplier'",
+                   f"{lam:g} x {count} picks gives {candidate_count(lam, count)} candidates: {spec['sample_strategy']} "
+                   f"needs more candidates than picks, at least {(count + 1) / count:g} (default 6)")
+
+
 def replay_specs(text, batch_size):
     """Parse and check ``--replay-parameters``; returns one dict per entry, custom defaults filled in and
     ``count`` (unrolls per batch) added. Raises ValueError with one line naming the entry and the key."""
@@ -225,6 +247,7 @@ def replay_specs(text, batch_size):
         if spec["count"] < 1:
             raise _bad(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g}: "
                                                  f"every entry gives at least one unroll per batch")
+        _check_ranked_sampling(i, spec)
         total += spec["count"]
     if total != batch_size:
         raise ValueError(f"--replay-parameters: the entries' sample_ratio x --batch-size add up to {total} unrolls, "
@@ -248,10 +271,10 @@ def needs_features(spec):
     return spec["type"] == "custom" and bool(ranked) and spec["dist_function"] != "kl_div"
 
 
-def slot_bytes(unroll_length, obs_shape, num_actions, hidden_size, feature_size):
+def slot_bytes(unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots=1):
     """Bytes one stored unroll takes: one slot of the unroll layout (measured on a one-slot ``UnrollSlots``, so that
     a new field counts), and the replay's ``sample_count`` and ``inserted``."""
-    one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size)
+    one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots)
     return sum(t.numel() * t.element_size() for t in vars(one).values() if torch.is_tensor(t)) + 2 * 8
 
 
@@ -274,11 +297,11 @@ def available_memory():
     return min(found) if found else None
 
 
-def check_replay_memory(specs, unroll_length, obs_shape, num_actions, hidden_size, feature_size):
+def check_replay_memory(specs, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots=1):
     """ValueError when the replays would not fit in memory (estimated from the observation shape and unroll
-    length), before anything is allocated."""
+    length; ``final_slots``: ``unrolls.final_slots``), before anything is allocated."""
     needed = sum(spec["capacity"] * slot_bytes(unroll_length, obs_shape, num_actions, hidden_size,
-                                               feature_size if needs_features(spec) else 0)
+                                               feature_size if needs_features(spec) else 0, final_slots)
                  for spec in specs if spec["type"] != "queue")
     free = available_memory()
     if free is not None and needed > 0.9 * free:
@@ -299,10 +322,10 @@ class ReplayBuffer(UnrollSlots):
     written, -1 when none). The learner alone writes; a learner killed in the middle of a write leaves ``writing``
     set, and that slot is never sampled until the next learner has written it again (first)."""
 
-    def __init__(self, spec, unroll_length, obs_shape, num_actions, hidden_size, feature_size):
+    def __init__(self, spec, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots=1):
         C = spec["capacity"]
         super().__init__(C, unroll_length, obs_shape, num_actions, hidden_size,
-                         feature_size if needs_features(spec) else 0)
+                         feature_size if needs_features(spec) else 0, final_slots)
         self.spec = spec
         self.sample_count = torch.zeros(C, dtype=torch.int64)
         self.inserted = torch.zeros(C, dtype=torch.int64)
@@ -362,7 +385,7 @@ class ReplayBuffer(UnrollSlots):
         lam = annealed_lambda(self.spec.get("lambda_batch_multiplier", 1), self.spec.get("alfa_annealing_factor", 1),
                               progress)
         whole = self.whole()
-        k = min(len(whole), max(self.count, int(lam * self.count)))
+        k = min(len(whole), candidate_count(lam, self.count))
         return whole[torch.randperm(len(whole), generator=generator)[:k]]
 
     def sample(self, generator, progress=0.0, score=None):

@@ -59,6 +59,9 @@ class RunState:
     def __init__(self, ctx, workers, frames=0.0, episodes=0, best_return=-math.inf, best_mean_return=-math.inf,
                  eval_episodes=0):
         self.stop = StopFlag(ctx)  # set by anyone: every process winds down at its next check
+        # when this invocation of the run began (time.monotonic(), one clock for every process of the machine): a
+        # replaced role measures how far the run is (--max-seconds) from it, not from its own start
+        self.started = ctx.RawValue("d", time.monotonic())
         self.solved = ctx.RawValue("b", 0)  # set by the evaluator when the score window reaches --stop-score
         self.frames = SlotCounter(ctx, "d", workers, float(frames))  # emulator frames, resumed ones included
         self.episodes = SlotCounter(ctx, "q", workers, int(episodes))  # finished training games (not lives)

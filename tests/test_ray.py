@@ -73,7 +73,8 @@ def actor_arrays(T, envs, first, hidden=3):
     """An actor call's result as ``Acting.unroll`` lays it out, environment ``j``'s observations all ``first + j``."""
     obs = np.repeat((first + np.arange(envs, dtype=np.float32))[None, :, None], T + 1, axis=0)
     return {"obs": obs, "actions": np.zeros((T, envs), np.int64), "rewards": np.zeros((T, envs), np.float32),
-            "dones": np.zeros((T, envs), np.float32), "logits": np.zeros((T, envs, 2), np.float32),
+            "dones": np.zeros((T, envs), np.float32), "truncated": np.zeros((T, envs), np.float32),
+            "final_obs": np.zeros((1, envs, 1), np.float32), "logits": np.zeros((T, envs, 2), np.float32),
             "values": np.zeros((T, envs), np.float32), "features": np.zeros((T, envs, 0), np.float32),
             "hx": np.zeros((envs, hidden), np.float32),
             "cx": np.zeros((envs, hidden), np.float32)}

@@ -1,6 +1,8 @@
 """Replay: distances against numpy, the elite strategies' picks on crafted data, the store's sampling and
 insertion, and --replay-parameters parsing (in process here; through the command line in test_replay_cli.py)."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -99,7 +101,8 @@ def fake_unrolls(n, T=3, obs=2, actions=2, start=0.0):
     values = start + torch.arange(n, dtype=torch.float32)
     return {"obs": values.reshape(1, n, 1).expand(T + 1, n, obs).clone(),
             "actions": torch.zeros(T, n, dtype=torch.int64), "rewards": torch.zeros(T, n),
-            "dones": torch.zeros(T, n), "logits": torch.zeros(T, n, actions), "values": torch.zeros(T, n),
+            "dones": torch.zeros(T, n), "truncated": torch.zeros(T, n), "final_obs": torch.zeros(1, n, obs),
+            "logits": torch.zeros(T, n, actions), "values": torch.zeros(T, n),
             "hx": torch.zeros(n, 0),
             "cx": torch.zeros(n, 0), "features": values.reshape(1, n, 1).expand(T, n, 4).clone()}
 
@@ -176,6 +179,41 @@ def test_elite_sampling_takes_the_closest_and_counts_them():
     assert buffer.sample_count[[3, 6]].tolist() == [1, 1] and buffer.sample_count.sum().item() == 2
 
 
+def test_elite_sampling_ranks_lambda_6_candidates_per_pick_by_default():
+    """Without lambda_batch_multiplier, elite sampling ranks 6 x count random candidates (elite_buffer_vtrace's
+    README's lambda) and picks the closest; a default of 1 made the candidates the picks, never scored."""
+    entry = {"type": "custom", "capacity": 16, "sample_ratio": 0.5, "dist_function": "ln_norm",
+             "sample_strategy": "elite_sampling", "elite_sampling_strategy": "strategy1"}
+    ranked = replay_specs(json.dumps([{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, entry]), 4)[1]
+    g = torch.Generator().manual_seed(4)
+    buffer = ReplayBuffer(ranked, 3, [2], 2, 0, 4)
+    fill(buffer, fake_unrolls(16), g)
+    scored = []
+
+    def score(slots):  # the distance of slot s is s: the closest are the lowest slots
+        scored.append(slots.tolist())
+        return slots.float()
+
+    picks = buffer.sample(g, progress=0.0, score=score)
+    assert len(scored) == 1 and len(set(scored[0])) == 12  # lambda 6 x 2 picks, distinct
+    assert picks.tolist() == sorted(scored[0])[:2]
+
+
+@pytest.mark.parametrize("lam, batch", [(1, 4), (1.4, 4), (1.4, 10)])
+def test_a_sample_strategy_that_would_rank_only_its_picks_is_refused(lam, batch):
+    """lambda x count candidates for count picks: 1 x 2, or 1.4 x 2 = 2.8 -> 2, leave nothing to rank (1.4 x 5 = 7
+    candidates for 5 picks is fine, and so is any lambda without a sample_strategy)."""
+    entry = {"type": "custom", "capacity": 16, "sample_ratio": 0.5, "dist_function": "kl_div",
+             "sample_strategy": "attentive_sampling", "lambda_batch_multiplier": lam}
+    text = json.dumps([{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, entry])
+    if batch == 10:
+        assert replay_specs(text, batch)[1]["count"] == 5
+        return
+    with pytest.raises(ValueError, match=r"entry 2 \(custom\): 'lambda_batch_multiplier' .* more candidates than picks"):
+        replay_specs(text, batch)
+    assert replay_specs(text.replace('"attentive_sampling"', "null"), batch)[1]["lambda_batch_multiplier"] == lam
+
+
 @pytest.mark.parametrize("strategy", sorted(EXPECTED))
 def test_buffer_of_exactly_count_slots_neither_hangs_nor_crashes(strategy):
     g = torch.Generator().manual_seed(2)
@@ -218,6 +256,7 @@ def test_slot_bytes_is_what_a_replay_allocates_per_unroll(hidden, features):
     buffer = ReplayBuffer(spec(capacity=5, sample_strategy="elite_sampling"), 20, [4], 2, hidden, features)
     per_slot = [t for t in vars(buffer).values() if torch.is_tensor(t) and t.shape[:1] == (5,)]
     assert sum(t.numel() * t.element_size() for t in per_slot) == 5 * slot_bytes(20, [4], 2, hidden, features)
-    # CartPole, T = 20, no state or features: 21 x 4 observations, 20 actions (int64), rewards, dones and values,
-    # 20 x 2 logits, two int64 counters
-    assert slot_bytes(20, [4], 2, 0, 0) == 4 * 21 * 4 + 8 * 20 + 4 * 3 * 20 + 4 * 20 * 2 + 2 * 8
+    # CartPole, T = 20, no state or features: 21 x 4 observations and one final one, 20 actions (int64), rewards,
+    # dones, truncated flags and values, 20 x 2 logits, two int64 counters
+    assert slot_bytes(20, [4], 2, 0, 0) == 4 * 22 * 4 + 8 * 20 + 4 * 4 * 20 + 4 * 20 * 2 + 2 * 8
+    assert slot_bytes(20, [4], 2, 0, 0, final_slots=3) == slot_bytes(20, [4], 2, 0, 0) + 2 * 4 * 4

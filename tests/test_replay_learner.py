@@ -5,16 +5,24 @@ IMPALA run with every replay feature on (elite sampling on features from the inf
 import argparse
 import json
 import math
+import multiprocessing as mp
+import time
 
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from config import validate
 from conftest import out_dirs, read_json, run_main
-from impala import UnrollStore, build_batch, cloning_losses, impala_loss, replay_scores
+from impala import (LearnerStep, SharedWeights, UnrollStore, build_batch, cloning_losses, impala_loss, replay_scores,
+                    replays_for)
 from model import build_model, feature_size, model_meta
 from replay import ReplayBuffer, replay_specs
+from run_state import RunState
+from shared_optim import optimizer_for
 from unrolls import column
 from test_impala import fake_batch
+
+QUEUE = {"type": "queue", "capacity": 1, "sample_ratio": 0.5}
 
 
 def test_features_are_what_the_heads_read():
@@ -98,11 +106,12 @@ def test_loss_with_the_mask():
     batch = fake_batch(T, n, 3, 4)
     logits = torch.randn(T + 1, n, 4, requires_grad=True)
     values = torch.randn(T + 1, n)
-    plain = impala_loss(batch, logits, values, args)
-    ones = impala_loss(batch, logits, values, args, torch.ones(T, n))
+    no_cut = torch.zeros(T, n)
+    plain = impala_loss(batch, logits, values, no_cut, args)
+    ones = impala_loss(batch, logits, values, no_cut, args, torch.ones(T, n))
     for a, b in zip(plain, ones):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
-    _, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, args, torch.zeros(T, n))
+    _, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, no_cut, args, torch.zeros(T, n))
     assert policy_loss.item() == 0.0 and baseline_loss.item() == 0.0
     torch.testing.assert_close(entropy, plain[3])  # the entropy bonus keeps every step
 
@@ -156,3 +165,34 @@ def test_an_impala_run_with_every_replay_feature(tmp_path):
     assert summary["masked_of_steps"] > 0 and 0.0 <= summary["masked_fraction"] <= 1.0
     tags = EventAccumulator(str(tmp_path / "run")).Reload().Tags()["scalars"]
     assert {"impala/masked_fraction", "impala/policy_cloning", "impala/value_cloning"} <= set(tags)
+
+
+def test_a_replaced_learner_anneals_lambda_from_where_the_run_is(tmp_path, monkeypatch):
+    """--max-seconds 3 and lambda 6: a learner started 1.8 s into the run (its predecessor died) ranks the
+    candidates of a run at least 60% done (lambda 3 or less: at most 6 for 2 picks), not those of a run that has
+    just started (11 or 12): the annealing reads the run's time from the shared run state."""
+    elite = {"type": "custom", "capacity": 16, "sample_ratio": 0.5, "dist_function": "kl_div",
+             "sample_strategy": "elite_sampling", "lambda_batch_multiplier": 6}
+    args, settings, meta, _, _ = validate(["--algo", "impala", "--env", "CartPole-v1", "--workers", "1", "--batch-size", "4",
+                                    "--max-seconds", "3", "--replay-parameters", json.dumps([QUEUE, elite]),
+                                    *map(str, out_dirs(tmp_path))])
+    ctx = mp.get_context("spawn")
+    state = RunState(ctx, args.workers)  # the run starts
+    shared_model = build_model(meta)
+    weights, replays = SharedWeights(ctx, shared_model), replays_for(args, settings, meta)
+    stored = fake_batch(args.num_steps, 16, 4, 2)
+    for j in range(16):
+        replays[0].put(j, column(stored, j), 1)
+    time.sleep(1.8)  # the first learner ran until here
+    step = LearnerStep(args, meta, shared_model, optimizer_for(args, shared_model.parameters(), True), weights, state,
+                       replays)
+    ranked, candidates = [], replays[0].candidates
+
+    def counted(generator, progress):
+        chosen = candidates(generator, progress)
+        ranked.append(len(chosen))
+        return chosen
+
+    monkeypatch.setattr(replays[0], "candidates", counted)
+    step(fake_batch(args.num_steps, step.need, 4, 2), torch.zeros(step.need, dtype=torch.int64))
+    assert len(ranked) == 1 and ranked[0] <= 6
