@@ -45,7 +45,7 @@ from run_state import RunState
 from supervisor import Supervisor
 from utils import device_for, evaluator_cpu_share, usable_cores
 
-# the ``:replay`` token's --replay-parameters: issue 14's configuration B
+# the ``:replay`` token's --replay-parameters: configuration B of the replay comparison (docs/replay_comparison.sh)
 REPLAY = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]'
 STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16", "nature:8:impala",
             "nature:8:bf16:impala"]

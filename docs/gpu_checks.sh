@@ -1,35 +1,35 @@
 #!/usr/bin/env bash
-# The GPU items of issues 5, 10, 12 and 14, planned for the device tool's limits: 10 minutes a call, 30 minutes of GPU
-# a session (/work/.library/device/README.md). Nothing here runs in CI; on a machine without CUDA each stage stops
-# with one line.
+# Checks and measurements that need a CUDA GPU: the GPU tests, learning on a GPU, A3G's and IMPALA's frames/s on a
+# GPU against the CPU alone, and Pong to a mean of 20. Nothing here runs in CI; on a machine without CUDA each
+# check stops with one line. Each check is sized to finish within 10 minutes.
 #
-# Here (a machine with the registries), once:   bash docs/gpu_checks.sh wheels
-#   cp312 wheels of what the GPU image lacks (gymnasium, ale-py with its ROMs, farama-notifications; ~4 MB) into
-#   .whl/ (git-ignored). The image has torch (CUDA), opencv, tensorboard, matplotlib and pytest already.
-# There, each call with carry [".whl"] (the stages print what they measured; files come back from $OUT):
+# The GPU machine needs no package registry. On a machine that has one, once:   bash docs/gpu_checks.sh wheels
+#   cp312 wheels of what a CUDA image with torch usually lacks (gymnasium, ale-py with its ROMs,
+#   farama-notifications; ~4 MB) into .whl/ (git-ignored); copy .whl/ with the working tree to the GPU machine,
+#   which is expected to have torch (CUDA), opencv, tensorboard, matplotlib and pytest already.
+# On the GPU machine (each check prints what it measured and writes its files to $OUT):
 #   bash docs/gpu_checks.sh smoke           GPU tests, CartPole solved on cuda:0, gym_eval on the GPU  (~5 min)
 #   bash docs/gpu_checks.sh bench           A3G on the GPU against --gpu-ids -1 on the same cores, IMPALA's
 #                                           learner on the GPU with and without replay and with its inference
 #                                           server, in one bench run                                      (~9 min)
 #   bash docs/gpu_checks.sh pong SEED [FLAGS...]
-#                                           Pong to mean 20 (--stop-score 20), at most 9 minutes: one run a call;
+#                                           Pong to mean 20 (--stop-score 20), at most 9 minutes a run;
 #                                           FLAGS: the fastest configuration the bench found
-# Three runs of `pong` are issue 12's median and worst; with 30 minutes of GPU that is its own session, or two
-# runs after smoke+bench.
+# Learning on Pong is stated as the median and worst of three runs of `pong` (three seeds).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_checks_out}
 mkdir -p "$OUT"
-stage=${1:-}
+check=${1:-}
 shift || true
 
 need_cuda() {
   python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" ||
-    { echo "gpu_checks: no CUDA device on this machine: run the '$stage' stage on the device machine" >&2; exit 2; }
+    { echo "gpu_checks: no CUDA device on this machine: run the '$check' check on a machine with a GPU" >&2; exit 2; }
 }
 
-carried() {  # the carried wheels, into a folder of their own (never the image's site-packages)
-  [ -d .whl ] || { echo "gpu_checks: no .whl/ here: run 'bash docs/gpu_checks.sh wheels' first, then carry .whl" >&2; exit 2; }
+local_wheels() {  # the wheels of .whl/, into a folder of their own (never the image's site-packages)
+  [ -d .whl ] || { echo "gpu_checks: no .whl/ here: run 'bash docs/gpu_checks.sh wheels' first and copy .whl/ here" >&2; exit 2; }
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl ||
     exit 1
   export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -37,7 +37,7 @@ carried() {  # the carried wheels, into a folder of their own (never the image's
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 }
 
-case $stage in
+case $check in
   wheels)
     rm -rf .whl && mkdir -p .whl
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -45,7 +45,7 @@ case $stage in
       --platform manylinux2014_x86_64 -d .whl gymnasium==1.4.0 ale-py==0.12.1 farama-notifications==0.0.6 || exit 1
     ls -la .whl;;
   smoke)
-    need_cuda; carried
+    need_cuda; local_wheels
     python3 -m pytest -q tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -5
     python3 main.py --env CartPole-v1 --gpu-ids 0 --workers 4 --stop-score 475 --max-seconds 240 \
       --no-tensorboard-logger --run-dir /tmp/cartpole_gpu --save-model-dir /tmp/cartpole_gpu/models \
@@ -54,17 +54,18 @@ case $stage in
     python3 gym_eval.py --env CartPole-v1 --load-model-dir /tmp/cartpole_gpu/models --num-episodes 10 \
       --gpu-id 0 --log-dir /tmp/cartpole_gpu/logs 2>&1 | tail -3;;
   bench)
-    need_cuda; carried
-    # 16 workers on one GPU and on the CPU alone; a3clstm:1 is the GPU default today (issue 12's point 3);
-    # IMPALA's learner on the GPU, with and without replay (issue 14: B's frames/s >= 90% of A's, impossible where
-    # the learner is a CPU core) and with the inference server (issue 10)
+    need_cuda; local_wheels
+    # A3G with 16 workers on one GPU and on the CPU alone (a3clstm:1 is the GPU default); IMPALA's learner on the
+    # GPU without and with replay (half of each batch replayed: on a CPU, where the learner is the bottleneck, that
+    # halves the fresh frames/s; on a GPU the question is how much of A's frames/s B keeps) and with the inference
+    # server
     python3 bench.py --configs a3clstm:1 a3clstm:8:batched nature:8:batched nature:32:batched nature:8:impala \
       nature:8:impala:replay nature:8:impala:server --seconds 20 --warmup 10 --emulator-seconds 5 --json "$OUT/bench_gpu.json" 2>&1 |
       tee "$OUT/bench_gpu.log" | grep -v "^bench: started"
     python3 bench.py --configs nature:8:batched --gpu-ids -1 --seconds 20 --warmup 10 --emulator-seconds 5 \
       --json "$OUT/bench_cpu.json" 2>&1 | tee "$OUT/bench_cpu.log" | tail -4;;
   pong)
-    need_cuda; carried
+    need_cuda; local_wheels
     seed=${1:?"gpu_checks: pong needs a seed"}; shift
     run=/tmp/pong_gpu_s$seed
     python3 main.py --seed "$seed" --stop-score 20 --max-seconds 540 --no-tensorboard-logger "$@" --run-dir "$run" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's comparison: IMPALA on Pong (Nature network, the defaults otherwise), 2M frames a run,
+# The replay comparison: IMPALA on Pong (Nature network, the defaults otherwise), 2M frames a run,
 #   A no replay, B queue 0.5 + standard 0.5, C B with --kl-mask, D queue 0.5 + elite sampling (strategy 3),
 # interleaved by seed (A1 B1 C1 D1 A2 ...) so that a comparison cut short still has every configuration.
 # Always in float32 (--no-bf16), so that runs made on machines with and without native bf16 compare.

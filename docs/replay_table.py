@@ -1,4 +1,4 @@
-"""Issue 14's table and figure from the runs of docs/replay_comparison.sh.
+"""The replay comparison's table and figure from the runs of docs/replay_comparison.sh.
 
     python docs/replay_table.py [FOLDER]      # prints the table; writes FOLDER/replay.md and .png, and
                                               # FOLDER/milestones.md (when each kept run reached 0, 10, 18)

@@ -1,4 +1,4 @@
-"""docs/replay_table.py: issue 14's table from kept run folders and lost.json (runs whose folders went with a
+"""docs/replay_table.py: the replay comparison's table from kept run folders and lost.json (runs whose folders went with a
 machine), medians and worsts over seeds, unfinished runs left out."""
 
 import csv
