@@ -26,32 +26,19 @@ import sys
 import numpy as np
 import torch
 
-from checkpoints import CheckpointError, atomic_write_text, load_checkpoint
-from environment import ConfigError, EnvSettings, check_env_id, env_conf_for, family, is_atari, load_env_config
-from environment import make_env
-from retro_env import RetroError
-from run_dir import BEST_MODEL
-from model import RECURRENT_MODELS, ModelError, build_model, describe_network
-from play import play_game
-from recording import (Monitor, RecordingError, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error,
-                       video_fps)
-from utils import OneLineParser, env_file_name, file_logger, missing_gpus
+from core.cli import HelpFormatter, OneLineParser
+from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_OK, EXIT_SIGINT, BadInput
+from core.files import atomic_write_text, env_file_name
+from core.hardware import missing_gpus
+from core.logs import file_logger
+from core.play import play_game
+from envs.environment import EnvSettings, check_env_id, env_conf_for, family, is_atari, load_env_config, make_env
+from envs.recording import Monitor, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error, video_fps
+from model import RECURRENT_MODELS, build_model, describe_network
+from runtime.checkpoints import load_checkpoint
+from runtime.run_dir import BEST_MODEL
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_SIGINT = 0, 2, 130
 DEFAULT_ENV = "PongNoFrameskip-v4"
-
-
-class BadInput(ValueError):
-    """Reported as one line on stderr, exit 2."""
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Show defaults, except the empty ones (None, off switches), whose help says what happens instead."""
-
-    def _get_help_string(self, action):
-        if action.default is None or action.default is False:
-            return action.help
-        return super()._get_help_string(action)
 
 
 def positive_int(text):
@@ -111,7 +98,7 @@ def build_parser():
 
 
 def load_model_file(args):
-    """Returns (path, data, settings, model, notes); raises BadInput/CheckpointError/ConfigError/ModelError."""
+    """Returns (path, data, settings, model, notes); raises BadInput."""
     if args.env is not None:
         check_env_id(args.env)  # an unknown id (or a retro game without its ROM) fails here, before any file is read
     path = model_path(args)
@@ -152,7 +139,7 @@ def load_model_file(args):
     try:
         model = build_model(meta)
         model.load_state_dict(data["state_dict"])
-    except ModelError:
+    except BadInput:
         raise
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -265,7 +252,7 @@ def main(argv=None):
         env = make_env(settings, train=False, render_mode="rgb_array" if rendering else None)
         check_env_fits(env, data["model_meta"], path)
         monitor = prepare_outputs(args)
-    except (BadInput, RecordingError, ConfigError, RetroError, ModelError, CheckpointError) as exc:
+    except BAD_INPUT_ERRORS as exc:
         print(f"gym_eval.py: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for note in notes:

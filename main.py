@@ -14,54 +14,55 @@ and stops (or leaves) it last (impala_ray.py).
 
 import os
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts: every process runs one thread (see utils.py)
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts: every process runs one thread (see runtime/processes.py)
 
 import json
 import math
 import signal
 import sys
-import time
 
 import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from checkpoints import FORMAT_VERSION, CheckpointWriter, atomic_write_text, frames_on_disk, resumed_file
-from config import BAD_INPUT_ERRORS, validate
+from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_SIGINT, EXIT_SIGTERM
+from core.files import atomic_write_text
+from core.hardware import cpu_has_native_bf16
+from core.logs import Stopwatch, format_time
+from impala.replay import check_run_memory
+from impala.shm import impala_roles
 from model import build_model, fast_layout, flatten_parameters
-from run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
-from run_state import RunState
+from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
+from runtime.config import validate
+from runtime.processes import evaluator_cpu_share
+from runtime.run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
+from runtime.run_state import RunState
+from runtime.supervisor import (
+    Supervisor,
+    Terminated,
+    make_supervisor_log,
+    raise_terminated,
+    stop_resource_tracker,
+    supervise,
+)
 from shared_optim import hyperparameters, optimizer_for
-from supervisor import (EXIT_CRASH, Supervisor, Terminated, make_supervisor_log, raise_terminated,
-                        stop_resource_tracker, supervise)
-from test import test
-from impala import impala_roles
-from train import train
-from utils import Stopwatch, cpu_has_native_bf16, evaluator_cpu_share, format_time
-
-EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 2, 130, 143
-
-
-def a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
-    """A3G's roles for the supervisor: ``--workers`` workers (train.py), each with its rank, and the evaluator
-    (test.py), which gets the run's time and frames at this start so that its clock and frames/s survive resumes."""
-    parent = os.getpid()
-    roles = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
-                                  state.frames.value, time.time()))}
-    for rank in range(args.workers):
-        roles[f"worker {rank}"] = (train, (rank, args, settings, meta, shared_model, optimizer, state, parent))
-    return roles
+from train import a3g_roles
 
 
 def main(argv=None):
     try:
         args, settings, meta, resumed, loaded = validate(sys.argv[1:] if argv is None else argv)
+        if args.algo == "impala":  # the replays' size needs the observation's shape, known only now
+            check_run_memory(args, settings, meta)
     except BAD_INPUT_ERRORS as exc:
         print(f"main.py: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     cluster = None
     if args.backend == "ray":  # joining the user's cluster is the last check of the input
-        from impala_ray import ClusterError, start_cluster  # Ray is an optional extra: imported only when asked for
+        from impala.ray_backend import (  # Ray is an optional extra: imported only when asked for
+            ClusterError,
+            start_cluster,
+        )
 
         try:
             cluster = start_cluster(args)
@@ -162,7 +163,7 @@ def run(args, settings, meta, resumed, loaded, cluster):
 
     signal.signal(signal.SIGTERM, raise_terminated)
     if cluster is not None:
-        from impala_ray import ray_roles
+        from impala.ray_backend import ray_roles
 
         roles = ray_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds, cluster.address)
     elif args.algo == "impala":

@@ -23,6 +23,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from core.errors import BadInput
+
 
 def normalized_columns_(weight, std):
     """Init a linear layer's weight with rows of norm ``std`` (small policy logits / unit-scale values at start)."""
@@ -235,22 +237,18 @@ def fast_layout(model, meta, enabled=True):
     return model
 
 
-class ModelError(ValueError):
-    """A model that does not fit the observation, or metadata that names no model: one line to the user, exit 2."""
-
-
 def choose_model(name, obs_shape):
     """Resolve ``--model auto`` from the observation's shape and check that the named model can take it."""
     image = len(obs_shape) == 3
     if name == "auto":
         return "a3clstm" if image else "mlplstm"
     if name == "a3clstm" and (not image or tuple(obs_shape[1:]) != (80, 80)):
-        raise ModelError(f"--model a3clstm needs [C, 80, 80] frames, this environment gives {list(obs_shape)}")
+        raise BadInput(f"--model a3clstm needs [C, 80, 80] frames, this environment gives {list(obs_shape)}")
     if name in ("nature", "resnet") and (not image or tuple(obs_shape) != (4, 84, 84)):
-        raise ModelError(f"--model {name} needs Atari frames (4 stacked 84x84), this environment gives "
+        raise BadInput(f"--model {name} needs Atari frames (4 stacked 84x84), this environment gives "
                          f"{list(obs_shape)}")
     if name in ("mlplstm", "mlp") and len(obs_shape) != 1:
-        raise ModelError(f"--model {name} needs vector observations, this environment gives {list(obs_shape)}")
+        raise BadInput(f"--model {name} needs vector observations, this environment gives {list(obs_shape)}")
     return name
 
 
@@ -298,7 +296,7 @@ def same_network(a, b):
 
 def build_model(meta):
     if meta.get("model") not in MODELS:
-        raise ModelError(f"unknown model {meta.get('model')!r}; known: {', '.join(MODELS)}")
+        raise BadInput(f"unknown model {meta.get('model')!r}; known: {', '.join(MODELS)}")
     size = meta["width"] if meta["model"] == "mlp" else meta["hidden_size"]
     return MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], size)
 

@@ -22,6 +22,9 @@ They differ in two ways:
 Defaults are rl_a3c_pytorch's: eps 1e-3 for Adam and 0.1 for RMSprop (torch's are 1e-8), so that a learning rate
 means the same as there. Like the parameters, the state is updated without locks: concurrent updates may
 interleave, which A3C tolerates by design, once no single step can be wild.
+
+``Update`` is the one update step that A3G's workers and IMPALA's learner share: a loss on a replica, backward,
+the gradient norm, the gradients into the shared model, an optimizer step, or a skip when a number is not finite.
 """
 
 import math
@@ -216,3 +219,39 @@ def optimizer_for(args, params, shared):
 def hyperparameters(args):
     """The flags' values for ``set_hyperparameters`` after a resume (each optimizer applies the keys it has)."""
     return {"lr": args.lr, "eps": args.eps, "amsgrad": args.amsgrad, "alpha": args.alpha, "momentum": args.momentum}
+
+
+def push_gradients(replica, optimizer):
+    """The replica's gradients into this process's ``.grad`` buffers of the shared parameters (one flat copy,
+    ``model.Replica``), then one optimizer step on the shared weights."""
+    replica.push_grads()
+    optimizer.step()
+
+
+class Update:
+    """One update of the shared model from a loss on the replica, for A3G's workers and IMPALA's learner alike:
+    backward, the gradient norm (clipped to ``--max-grad-norm`` when set), then ``push_gradients``, unless the loss
+    or the gradient is not finite: such an update never reaches the shared model; it is skipped and counted in
+    ``state.nonfinite`` (slot ``slot``), and ``--max-nonfinite`` of them in a row mark the run as diverged.
+    ``update(loss)`` returns ``(grad_norm, applied)``."""
+
+    def __init__(self, replica, optimizer, args, state, slot):
+        self.replica, self.optimizer, self.state, self.slot = replica, optimizer, state, slot
+        self.max_grad_norm, self.max_nonfinite = args.max_grad_norm, args.max_nonfinite
+        self.params = list(replica.model.parameters())
+        self.skipped_in_a_row = 0
+
+    def __call__(self, loss):
+        self.replica.model.zero_grad(set_to_none=False)
+        loss.backward()
+        grad_norm = (torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm) if self.max_grad_norm > 0
+                     else torch.nn.utils.get_total_norm([p.grad for p in self.params]))
+        if torch.isfinite(grad_norm) and torch.isfinite(loss):
+            push_gradients(self.replica, self.optimizer)
+            self.skipped_in_a_row = 0
+            return grad_norm, True
+        self.skipped_in_a_row += 1
+        self.state.nonfinite.add(self.slot, 1)
+        if self.skipped_in_a_row >= self.max_nonfinite:
+            self.state.diverged.value = 1
+        return grad_norm, False

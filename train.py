@@ -14,16 +14,21 @@ terminal: its return bootstraps from the value of the observation it was cut at 
 """
 
 import collections
+import os
+import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from environment import is_atari, make_env
+from core.faults import injected_fault
+from core.hardware import device_for
+from core.returns import gae_advantages, nstep_returns
+from envs.rollout_envs import RolloutEnvs
 from model import Replica, build_model, fast_layout
-from returns import gae_advantages, nstep_returns
-from shared_optim import optimizer_for
-from utils import device_for, injected_fault, parent_alive, setup_child_process
+from runtime.processes import parent_alive, setup_child_process
+from shared_optim import Update, optimizer_for
+from test import test
 
 
 def worker_num_steps(args, rank):
@@ -31,41 +36,6 @@ def worker_num_steps(args, rank):
     if args.distributed_step_size:
         return args.distributed_step_size[rank % len(args.distributed_step_size)]
     return args.num_steps
-
-
-class RolloutEnvs:
-    """A worker's environments, stepped together; observations are written into rows of a caller's ``[B, ...]``
-    array (a row of the rollout buffer), so stepping allocates nothing."""
-
-    def __init__(self, settings, count, seed, clip_rewards, envs=None):
-        self.envs = envs if envs is not None else [make_env(settings, train=True) for _ in range(count)]
-        self.clip_rewards = clip_rewards
-        self.atari = settings is not None and is_atari(settings.env_id)
-        self.first_obs = np.stack([env.reset(seed=seed + 10007 * j)[0] for j, env in enumerate(self.envs)])
-        self.rewards = np.zeros(count, dtype=np.float32)
-        self.dones = np.zeros(count, dtype=np.float32)
-        self.truncated = np.zeros(count, dtype=bool)  # cut by a time limit, not ended by the game
-        self.final_obs = np.zeros_like(self.first_obs)  # their last observation, to bootstrap from
-
-    def step(self, actions, obs_out):
-        """Step every env, writing observations into ``obs_out``; returns (rewards, dones, finished games).
-        Done envs are reset in place: their row holds the first observation of the next episode; for envs cut by
-        a time limit (``self.truncated``) the observation they were cut at is in ``self.final_obs``."""
-        games = 0
-        for j, env in enumerate(self.envs):
-            obs, reward, terminated, truncated, _ = env.step(int(actions[j]))
-            done = terminated or truncated
-            self.truncated[j] = truncated and not terminated
-            if done:
-                # a lost life ends the learner's episode; only a real game over counts as a finished game
-                games += 1 if not self.atari or env.get_wrapper_attr("game_over") else 0
-                if self.truncated[j]:
-                    self.final_obs[j] = obs
-                obs, _ = env.reset()
-            obs_out[j] = obs
-            self.rewards[j] = max(-1.0, min(1.0, reward)) if self.clip_rewards else reward
-            self.dones[j] = done
-        return self.rewards, self.dones, games
 
 
 def time_limit_bootstrap(model, envs, state, gamma, device):
@@ -155,42 +125,6 @@ def a3c_loss(log_probs, entropies, values, rewards, discounts, bootstrap_value, 
     return loss, policy_loss, value_loss, entropy
 
 
-def push_gradients(replica, optimizer):
-    """The replica's gradients into this process's ``.grad`` buffers of the shared parameters (one flat copy,
-    ``model.Replica``), then one optimizer step on the shared weights."""
-    replica.push_grads()
-    optimizer.step()
-
-
-class Update:
-    """One update of the shared model from a loss on the replica, for A3G's workers and IMPALA's learner alike:
-    backward, the gradient norm (clipped to ``--max-grad-norm`` when set), then ``push_gradients``, unless the loss
-    or the gradient is not finite: such an update never reaches the shared model; it is skipped and counted in
-    ``state.nonfinite`` (slot ``slot``), and ``--max-nonfinite`` of them in a row mark the run as diverged.
-    ``update(loss)`` returns ``(grad_norm, applied)``."""
-
-    def __init__(self, replica, optimizer, args, state, slot):
-        self.replica, self.optimizer, self.state, self.slot = replica, optimizer, state, slot
-        self.max_grad_norm, self.max_nonfinite = args.max_grad_norm, args.max_nonfinite
-        self.params = list(replica.model.parameters())
-        self.skipped_in_a_row = 0
-
-    def __call__(self, loss):
-        self.replica.model.zero_grad(set_to_none=False)
-        loss.backward()
-        grad_norm = (torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm) if self.max_grad_norm > 0
-                     else torch.nn.utils.get_total_norm([p.grad for p in self.params]))
-        if torch.isfinite(grad_norm) and torch.isfinite(loss):
-            push_gradients(self.replica, self.optimizer)
-            self.skipped_in_a_row = 0
-            return grad_norm, True
-        self.skipped_in_a_row += 1
-        self.state.nonfinite.add(self.slot, 1)
-        if self.skipped_in_a_row >= self.max_nonfinite:
-            self.state.diverged.value = 1
-        return grad_norm, False
-
-
 def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid):
     setup_child_process(args.seed + rank, parent_pid)
     device = device_for(args.gpu_ids, rank)
@@ -245,3 +179,14 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
         if rank == 0:  # per-step figures for TensorBoard (the evaluator writes them)
             state.losses[:] = [policy_loss.item() / num_steps, value_loss.item() / num_steps,
                                entropy.item() / num_steps, grad_norm.item()]
+
+
+def a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
+    """A3G's roles for the supervisor: ``--workers`` workers (``train``), each with its rank, and the evaluator
+    (``test.test``), which gets the run's time and frames at this start so that its clock and frames/s survive resumes."""
+    parent = os.getpid()
+    roles = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
+                                  state.frames.value, time.time()))}
+    for rank in range(args.workers):
+        roles[f"worker {rank}"] = (train, (rank, args, settings, meta, shared_model, optimizer, state, parent))
+    return roles

@@ -25,14 +25,16 @@ META = {"model": "nature", "obs_shape": [4, 84, 84], "num_actions": 6, "hidden_s
 
 
 def worker(rank, seed, updates, lr, torch_step, shared, optimizer, queue):
-    from environment import EnvSettings, env_conf_for, load_env_config
+    from envs.environment import EnvSettings, env_conf_for, load_env_config
+    from envs.rollout_envs import RolloutEnvs
     from model import build_model, fast_layout
-    from train import RolloutEnvs, a3c_loss, push_gradients
+    from shared_optim import push_gradients
+    from train import a3c_loss
 
     torch.set_num_threads(1)
     torch.manual_seed(seed * 100 + rank)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    crop = env_conf_for("PongNoFrameskip-v4", load_env_config(os.path.join(here, "config.json")))
+    crop = env_conf_for("PongNoFrameskip-v4", load_env_config(os.path.join(here, "envs", "atari.json")))
     envs = RolloutEnvs(EnvSettings("PongNoFrameskip-v4", crop=crop, frame_size=84, frame_stack=4), 8,
                        seed=seed * 1000 + rank * 8, clip_rewards=True)
     model = fast_layout(build_model(META), META)

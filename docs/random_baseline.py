@@ -13,7 +13,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from environment import EnvSettings, is_retro, make_env  # noqa: E402
+from envs.environment import EnvSettings, is_retro, make_env  # noqa: E402
 
 
 def main():
@@ -26,7 +26,7 @@ def main():
     args = p.parse_args()
     retro = None
     if is_retro(args.env):
-        import retro_env
+        from envs import retro_env
 
         retro = retro_env.resolve(args.env)
     env = make_env(EnvSettings(args.env, args.skip_rate, 10000, None, 84, 4, retro), train=False)

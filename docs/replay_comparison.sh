@@ -27,7 +27,7 @@ for seed in "${SEEDS[@]}"; do
       C) extra=(--kl-mask --replay-parameters "[$Q, $STD]");;
       D) extra=(--replay-parameters "[$Q, $ELITE]");;
     esac
-    python sweep.py --runs 1 --seed0 "$seed" --frames 2000000 --budgets 1e6 1.5e6 2e6 --out "$out" \
+    python -m tools.sweep --runs 1 --seed0 "$seed" --frames 2000000 --budgets 1e6 1.5e6 2e6 --out "$out" \
       -- --algo impala --model nature --no-bf16 "${extra[@]}" || exit $?
     mkdir -p "$kept" && cp "$out/run1/args.json" "$out/run1/summary.json" "$out/run1/progress.csv" "$kept/"
   done

@@ -20,7 +20,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from plot import read_progress  # noqa: E402
+from tools.plot import read_progress  # noqa: E402
 
 BUDGET = 2_000_000
 LEVELS = (0, 10, 18)  # running means for milestones.md

@@ -1,9 +1,13 @@
 """Airstriker: agent steps/s of one in-process env vs 8 envs stepped in subprocesses (gymnasium AsyncVectorEnv)."""
-import sys, time
-import numpy as np
+import sys
+import time
+
 import gymnasium as gym
+import numpy as np
+
 sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.abspath(__file__))))
-from environment import EnvSettings, make_env
+from envs.environment import EnvSettings, make_env
+
 
 def make():
     return make_env(EnvSettings("Airstriker-Genesis-v0", frame_size=84, frame_stack=4), train=True)

@@ -1,8 +1,10 @@
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -13,6 +15,19 @@ VISIBLE_GPUS = os.environ.get("CUDA_VISIBLE_DEVICES")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The tools run as ``python -m tools.<name>`` from the repository; a test that runs one from another folder finds
+# the package through this.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+TOOLS = ("bench", "sweep", "soak", "plot", "export_model", "retro_import", "retro_state")
+
+
+def command(name):
+    """How a user runs ``name``: ``main.py`` and ``gym_eval.py`` as scripts, a tool (``sweep.py``) as a module of
+    ``tools``."""
+    stem = name.removesuffix(".py")
+    if stem in TOOLS:
+        return [sys.executable, "-m", f"tools.{stem}"]
+    return [sys.executable, os.path.join(ROOT, name)]
 
 
 def run_main(*flags, timeout=300, cwd=None, **popen):
@@ -58,3 +73,64 @@ def cartpole_run(tmp_path_factory):
                       "--no-tensorboard-logger", *out_dirs(tmp))
     assert result.returncode == 0, result.stderr
     return tmp
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helpers that several folders' tests use
+
+
+def assert_bad_input(result, *words):
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def session_processes(sid):
+    """PIDs of live (non-zombie) processes in session ``sid``, from /proc."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, session = fields[0], int(fields[3])
+        if session == sid:
+            pids.append((int(name), state))
+    return pids
+
+
+def start_run(tmp_path, *flags, env=None):
+    cmd = [sys.executable, os.path.join(ROOT, "main.py"), *map(str, flags), *map(str, out_dirs(tmp_path))]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, **(env or {})})
+
+
+def wait_for(predicate, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting")
+
+
+def child_pids(tmp_path):
+    """name -> latest pid, from the supervisor's 'started <name> (pid N)' lines in the run's log."""
+    log = tmp_path / "logs" / "CartPole-v1_log"
+    found = {}
+    if log.exists():
+        for name, pid in re.findall(r"started (\w+(?: \d+)?) \(pid (\d+)\)", log.read_text()):
+            found[name] = int(pid)
+    return found
+
+
+def evaluator_games(tmp_path):
+    progress = tmp_path / "run" / "progress.csv"
+    return len(progress.read_text().splitlines()) - 1 if progress.exists() else 0

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from conftest import ROOT, out_dirs, read_json, run_main
+from conftest import ROOT, out_dirs, read_json, run_main, session_processes
 
 pytestmark = pytest.mark.slow
 
@@ -70,23 +70,6 @@ def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):
     rows_after = list(csv.reader(open(run / "progress.csv")))
     assert rows_after[: len(rows)] == rows and rows_after.count(rows[0]) == 1
     assert read_json(run / "summary.json")["frames"] >= 9000
-
-
-def session_processes(sid):
-    """PIDs of live (non-zombie) processes in session ``sid``, from /proc."""
-    pids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        state, session = fields[0], int(fields[3])
-        if session == sid:
-            pids.append((int(name), state))
-    return pids
 
 
 @pytest.mark.parametrize("sig,code,when", [

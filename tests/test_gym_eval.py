@@ -13,8 +13,8 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import ROOT
-from environment import EnvSettings, env_conf_for, load_env_config
+from conftest import ROOT, command
+from envs.environment import ATARI_CONFIG, EnvSettings, env_conf_for, load_env_config
 from model import build_model, model_meta
 
 SUMMARY = re.compile(r"^(\S+): mean (-?[\d.]+) ± ([\d.]+) over (\d+) episodes \(best (\S+), worst (\S+)\)$")
@@ -135,7 +135,7 @@ def test_record_gif(cartpole_model, tmp_path):
 
 
 def test_atari_recording_and_new_gym_eval(tmp_path):
-    crop = env_conf_for("PongNoFrameskip-v4", load_env_config(os.path.join(ROOT, "config.json")))
+    crop = env_conf_for("PongNoFrameskip-v4", load_env_config(ATARI_CONFIG))
     path = make_model_file(tmp_path / "pong.pt", "PongNoFrameskip-v4", "a3clstm", (1, 80, 80), 6, 16, crop)
     result = run_eval("--model-path", path, "-ne", 2, "-mel", 30, "--record", tmp_path / "videos",
                       "--new-gym-eval", "--log-dir", tmp_path / "logs", "--json", tmp_path / "s.json")
@@ -232,7 +232,7 @@ def test_render_without_display_says_so(bad_files):
 def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
     """export_model.py turns a run's checkpoint.pt into a model file that gym_eval plays; bad input exits 2."""
     out = tmp_path / "exported.pt"
-    result = subprocess.run([sys.executable, "export_model.py", str(cartpole_run / "run"), str(out)], cwd=ROOT,
+    result = subprocess.run([*command("export_model"), str(cartpole_run / "run"), str(out)], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     exported = out.read_bytes()
@@ -242,10 +242,10 @@ def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
                              "--log-dir", str(tmp_path / "logs")], cwd=ROOT, capture_output=True, text=True,
                             timeout=120)
     assert played.returncode == 0 and "over 2 episodes" in played.stdout, played.stderr
-    again = subprocess.run([sys.executable, "export_model.py", str(cartpole_run / "run"), str(out)], cwd=ROOT,
+    again = subprocess.run([*command("export_model"), str(cartpole_run / "run"), str(out)], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "exists" in again.stderr and out.read_bytes() == exported
-    bad = subprocess.run([sys.executable, "export_model.py", str(tmp_path / "nope"), str(tmp_path / "new.pt")], cwd=ROOT,
+    bad = subprocess.run([*command("export_model"), str(tmp_path / "nope"), str(tmp_path / "new.pt")], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
 
@@ -273,7 +273,7 @@ def test_a_run_directory_plays_its_best_model_or_with_latest_its_checkpoint(cart
 
 def test_an_exported_model_says_so_in_the_header(cartpole_run, tmp_path):
     out = tmp_path / "exported.pt"
-    subprocess.run([sys.executable, "export_model.py", str(cartpole_run / "run"), str(out)], cwd=ROOT, check=True,
+    subprocess.run([*command("export_model"), str(cartpole_run / "run"), str(out)], cwd=ROOT, check=True,
                    capture_output=True, timeout=120)
     played = run_eval("--model-path", out, "--num-episodes", "1", "--log-dir", tmp_path / "logs")
     assert played.returncode == 0, played.stderr

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from model import ModelError, build_model, choose_model, model_meta
+from core.errors import BadInput
+from model import build_model, choose_model, model_meta
 
 
 @pytest.mark.parametrize("name,obs_shape", [("a3clstm", [1, 80, 80]), ("mlplstm", [4])])
@@ -55,11 +56,11 @@ def test_initial_policy_is_near_uniform():
 def test_choose_model():
     assert choose_model("auto", (1, 80, 80)) == "a3clstm"
     assert choose_model("auto", (4,)) == "mlplstm"
-    with pytest.raises(ModelError):
+    with pytest.raises(BadInput):
         choose_model("a3clstm", (4,))
-    with pytest.raises(ModelError):
+    with pytest.raises(BadInput):
         choose_model("mlplstm", (1, 80, 80))
-    with pytest.raises(ModelError):
+    with pytest.raises(BadInput):
         build_model({"model": "nope", "obs_shape": [4], "num_actions": 2, "hidden_size": 8})
 
 
@@ -70,7 +71,7 @@ def test_feed_forward_models_pass_an_empty_state(name):
     value, logits, (hx2, cx2) = model(torch.randn(5, 4, 84, 84), (hx, cx))
     assert value.shape == (5,) and logits.shape == (5, 6) and hx2.shape == (5, 0)
     assert choose_model(name, (4, 84, 84)) == name
-    with pytest.raises(ModelError):
+    with pytest.raises(BadInput):
         choose_model(name, (1, 80, 80))
 
 
@@ -157,5 +158,5 @@ def test_mlp_stores_its_width_and_has_no_recurrent_state():
     assert model.fc1.out_features == 32
     value, logits, (hx, cx) = model(torch.randn(5, 4), model.initial_state(5))
     assert value.shape == (5,) and logits.shape == (5, 2) and hx.shape == (5, 0)
-    with pytest.raises(ModelError):
+    with pytest.raises(BadInput):
         choose_model("mlp", (4, 84, 84))

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from envs.rollout_envs import RolloutEnvs
 from model import Replica, build_model, fast_layout, flatten_parameters, model_meta
-from shared_optim import SharedAdam
-from train import RolloutEnvs, a3c_loss, play_rollout, push_gradients
+from shared_optim import SharedAdam, push_gradients
+from train import a3c_loss, play_rollout
 
 GAMMA = 0.9
 
@@ -210,7 +211,7 @@ def test_time_limit_bootstraps_from_the_last_observation_but_termination_does_no
     assert rollout.rewards[2, 1] == pytest.approx(1.0 + GAMMA * 5.0) and rollout.discounts[2, 1] == 0.0
     assert rollout.rewards[0, 1] == 1.0 and rollout.rewards[3, 1] == 1.0
     # so the return at the cut is what an uncut episode would bootstrap to: 1 + 0.9 * V
-    from returns import nstep_returns
+    from core.returns import nstep_returns
 
     returns = nstep_returns(rollout.rewards, rollout.discounts, rollout.bootstrap_value)
     assert returns[2, 1] == pytest.approx(1.0 + GAMMA * 5.0)

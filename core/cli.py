@@ -1,0 +1,27 @@
+"""The argument parser of every command: one line for a mistake, full flag names, each default printed once."""
+
+import argparse
+
+from core.errors import EXIT_BAD_INPUT
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input is one line on stderr and exit 2 (argparse would print the usage block first). Flags are spelled
+    out in full: a prefix that works today would silently take another meaning the day a flag sharing it is added."""
+
+    def __init__(self, *args, allow_abbrev=False, **kwargs):
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with each flag's default, printed once: a help text that already says its default (``default:``
+    or ``auto:``) is left as it is, and a flag without a default (None, or a switch that is off) shows none."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default:" in text or "auto:" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)

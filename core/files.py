@@ -1,0 +1,80 @@
+"""Files that are never half-written, and names that are safe as file names.
+
+A write goes to a temporary file beside the target, is fsynced and renamed over it: a reader sees the old file or
+the new one, never half of one. Checkpoints, model files, ``summary.json`` and recordings' metadata use it.
+"""
+
+import errno
+import os
+import shutil
+from typing import BinaryIO, Callable
+
+import torch
+
+from core.faults import injected_fault
+
+
+def env_file_name(env_id: str) -> str:
+    """``ALE/Pong-v5`` -> ``ALE-Pong-v5``: env ids as file names."""
+    return env_id.replace("/", "-")
+
+
+def _atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object],
+                  keep_previous_as: str | None = None) -> None:
+    """Write through ``write(file)`` to a temporary file beside ``path``, fsync it, then rename it over ``path``: a
+    reader sees the old file or the new one, never half of one. On any error the temporary file is removed and the
+    old file is left as it was. ``keep_previous_as`` keeps the old file under that name first (``keep_as``)."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            if injected_fault("save_enospc"):
+                f.flush()
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
+            f.flush()
+            os.fsync(f.fileno())
+        if keep_previous_as and os.path.exists(path):
+            keep_as(path, keep_previous_as)
+        os.replace(tmp, path)
+        try:  # make the rename itself durable
+            dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError:
+            pass
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def keep_as(path: str | os.PathLike, archive: str | os.PathLike) -> None:
+    """Give ``path``'s file a second name, ``archive``: a hard link (no copy), or where the file system has none
+    (vfat, some network mounts) a copy written to a temporary file and renamed into place. An existing
+    ``archive`` is never replaced: it may hold another state than ``path``."""
+    if os.path.exists(archive):
+        raise FileExistsError(errno.EEXIST, f"{archive} already exists; it is kept", archive)
+    try:
+        os.link(path, archive)
+    except FileExistsError:
+        raise
+    except OSError:
+        tmp = f"{archive}.tmp.{os.getpid()}"
+        try:
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, archive)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+
+def atomic_torch_save(obj: object, path: str | os.PathLike, keep_previous_as: str | None = None) -> None:
+    """``torch.save`` that a crash never leaves half-written (``_atomic_write``)."""
+    _atomic_write(path, lambda f: torch.save(obj, f), keep_previous_as)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """A text file (JSON, CSV) that a crash never leaves half-written."""
+    _atomic_write(path, lambda f: f.write(text.encode()))

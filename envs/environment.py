@@ -1,0 +1,358 @@
+"""Environments: ``make_env(env_id, ...)`` for any gymnasium id, with rl_a3c_pytorch's Atari preprocessing.
+
+Three families of ids:
+- ``*NoFrameskip-v4`` (and other Atari ids whose emulator does not skip): the emulator steps one frame at a time and
+  we add the classic pipeline: 0-30 no-op starts, action repeat of ``skip_rate`` frames with a max over the last two
+  (flicker removal), life loss as episode end (training only), FIRE at reset where the game needs it, a per-game
+  crop to 80x80 gray in [0, 1], and a running normalisation of the frame.
+- ``ALE/*-v5`` (and any Atari id whose emulator already skips frames): the same pipeline *without* our action repeat,
+  since the emulator repeats the action itself (``--skip-rate`` sets that emulator frame-skip instead).
+- stable-retro games (``Airstriker-Genesis-v0``, ``SuperMarioKart-Snes-v0``): ``retro_env.py`` owns them (discrete
+  button sets, action repeat, gray crop, game rules); they share this file's normalisation and frame stacking.
+- Everything else (classic control such as ``CartPole-v1``): observations as they come, cast to float32.
+
+Frames are counted as emulator frames: ``frames_per_step(...)`` agent steps to frames for each family.
+"""
+
+import json
+import os
+from dataclasses import dataclass
+
+import cv2
+import gymnasium as gym
+import numpy as np
+
+from core.errors import BadInput
+from envs import retro_env
+
+ATARI_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "atari.json")  # per-game crops
+
+try:  # ale-py registers the ALE/* and *NoFrameskip-v4 ids with gymnasium
+    import ale_py
+
+    gym.register_envs(ale_py)
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr for every game created
+except ImportError:  # pragma: no cover - ale-py is a hard requirement, but classic control still works without it
+    ale_py = None
+
+cv2.setNumThreads(1)  # one worker = one core: no OpenCV thread pool per process
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Looking up ids and configuration
+
+
+def env_spec(env_id):
+    try:
+        return gym.spec(env_id)
+    except Exception as exc:  # gymnasium raises several error types (NameNotFound, VersionNotFound, ...)
+        raise BadInput(f"unknown environment id {env_id!r} ({exc})") from None
+
+
+def is_registered(env_id):
+    try:
+        gym.spec(env_id)
+        return True
+    except Exception:
+        return False
+
+
+def is_retro(env_id):
+    """A stable-retro game: not a gymnasium id, but a stable-retro (or a3g) integration, ROM imported or not."""
+    return not is_registered(env_id) and retro_env.is_retro(env_id)
+
+
+def check_env_id(env_id):
+    """Unknown ids, and retro games whose ROM is not imported, fail here (one line each), before anything is built."""
+    if is_retro(env_id):
+        retro_env.check_rom(env_id)
+    else:
+        env_spec(env_id)
+
+
+def family(env_id):
+    """``atari``, ``retro`` or ``classic``: what picks the preprocessing and the ``auto`` defaults."""
+    return "retro" if is_retro(env_id) else "atari" if is_atari(env_id) else "classic"
+
+
+def is_atari(env_id):
+    return not is_retro(env_id) and str(env_spec(env_id).entry_point).startswith("ale_py")
+
+
+def emulator_frameskip(env_id):
+    """The frame-skip the emulator itself applies for this Atari id (1 for NoFrameskip ids)."""
+    skip = env_spec(env_id).kwargs.get("frameskip", 1)
+    return skip
+
+
+def frames_per_step(env_id, skip_rate):
+    """Emulator frames per agent step: the unit of every frame count in a3g."""
+    if is_retro(env_id):
+        return skip_rate  # retro_env.RetroSkip repeats the action
+    if not is_atari(env_id):
+        return 1
+    skip = emulator_frameskip(env_id)
+    if skip == 1:
+        return skip_rate  # our MaxAndSkip repeats the action
+    if isinstance(skip, int):
+        return skip_rate  # v5: make_env sets the emulator's frameskip to skip_rate
+    return (skip[0] + skip[1] - 1) / 2.0  # stochastic skip (e.g. Pong-v4): the mean of randint(lo, hi)
+
+
+def load_env_config(path):
+    """Read an ``--env-config`` JSON file: ``{"Default": {...}, "<Game>": {...}}`` with crop settings per game."""
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except FileNotFoundError:
+        raise BadInput(f"--env-config file {path!r} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"--env-config file {path!r} cannot be read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"--env-config file {path!r} is not valid JSON: {exc}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("Default"), dict):
+        raise BadInput(f'--env-config file {path!r} must be a JSON object with a "Default" entry')
+    for name, conf in config.items():
+        for key in ("crop1", "crop2", "dimension2"):
+            if not isinstance(conf, dict) or not isinstance(conf.get(key), int) or isinstance(conf.get(key), bool):
+                raise BadInput(f"--env-config {path!r}: entry {name!r} needs integer {key!r}")
+        if not (0 <= conf["crop1"] < min(210, conf["crop2"] + 160) and conf["crop2"] >= 0
+                and 1 <= conf["dimension2"] <= 400):
+            raise BadInput(f"--env-config {path!r}: entry {name!r} has crop/dimension values out of range")
+    return config
+
+
+def env_conf_for(env_id, config):
+    """The config entry whose key is part of the env id (as rl_a3c_pytorch), else ``Default``."""
+    conf = config["Default"]
+    for key in config:
+        if key != "Default" and key in env_id:
+            conf = config[key]
+    return {k: conf[k] for k in ("crop1", "crop2", "dimension2")}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Atari wrappers
+
+
+class NoopReset(gym.Wrapper):
+    """Start each game after a random number (1..noop_max) of no-ops, so that starts differ."""
+
+    def __init__(self, env, noop_max=30):
+        super().__init__(env)
+        self.noop_max = noop_max
+        assert env.unwrapped.get_action_meanings()[0] == "NOOP"
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        for _ in range(self.unwrapped.np_random.integers(1, self.noop_max + 1)):
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        return obs, info
+
+
+class MaxAndSkip(gym.Wrapper):
+    """Repeat the action ``skip`` frames, sum the rewards, observe the max of the last two frames."""
+
+    def __init__(self, env, skip=4):
+        super().__init__(env)
+        self.skip = skip
+        self._buffer = np.zeros((2,) + env.observation_space.shape, dtype=env.observation_space.dtype)
+
+    def step(self, action):
+        total_reward = 0.0
+        for i in range(self.skip):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            if i >= self.skip - 2:
+                self._buffer[i - (self.skip - 2)] = obs
+            total_reward += reward
+            if terminated or truncated:
+                break
+        if i == self.skip - 1 and self.skip >= 2:  # a full repeat: max over the last two frames removes flicker
+            obs = self._buffer.max(axis=0)
+        return obs, total_reward, terminated, truncated, info
+
+
+class EpisodicLife(gym.Wrapper):
+    """Training only: a lost life ends the episode for the learner, but the game goes on at the next reset."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.unwrapped.ale.lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        if self.game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:  # only a life was lost: carry on from where the game is
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self.lives = self.unwrapped.ale.lives()
+        self.game_over = False
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE after a reset, for games that wait for it before play starts."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            self.env.reset(**kwargs)
+        obs, _, terminated, truncated, info = self.env.step(2)
+        if terminated or truncated:
+            obs, info = self.env.reset(**kwargs)
+        return obs, info
+
+
+def process_frame(frame, conf, size=80):
+    """Crop rows ``crop1 : crop2 + 160`` of a gray 210x160 frame, resize to size x size (via rl_a3c_pytorch's
+    80 x dimension2 step for size 80), scale to [0, 1]: ``[1, size, size]``."""
+    frame = frame[conf["crop1"] : conf["crop2"] + 160, :160]
+    if size == 80:
+        frame = cv2.resize(frame, (conf["dimension2"], 80), interpolation=cv2.INTER_AREA)
+    if frame.shape != (size, size):
+        frame = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)
+    return (frame.astype(np.float32) * (1.0 / 255.0)).reshape(1, size, size)
+
+
+class AtariRescale(gym.ObservationWrapper):
+    def __init__(self, env, conf, size=80):
+        super().__init__(env)
+        self.conf, self.size = conf, size
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1, size, size), dtype=np.float32)
+
+    def observation(self, observation):
+        return process_frame(observation, self.conf, self.size)
+
+
+class FrameStack(gym.Wrapper):
+    """The last ``k`` frames along the channel axis, ``[k, H, W]``, for feed-forward networks; a reset fills the
+    stack with the first frame."""
+
+    def __init__(self, env, k):
+        super().__init__(env)
+        shape = env.observation_space.shape
+        self.frames = np.zeros((k,) + shape[1:], dtype=np.float32)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.frames.shape, dtype=np.float32)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.frames[:] = obs[0]
+        return self.frames.copy(), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.frames[:-1] = self.frames[1:]
+        self.frames[-1] = obs[0]
+        return self.frames.copy(), reward, terminated, truncated, info
+
+
+class NormalizedEnv(gym.ObservationWrapper):
+    """Running (bias-corrected, exponentially weighted) mean and std of the frame, as rl_a3c_pytorch normalises."""
+
+    def __init__(self, env, alpha=0.9999):
+        super().__init__(env)
+        self.alpha = alpha
+        self.state_mean = 0.0
+        self.state_std = 0.0
+        self.num_steps = 0
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, env.observation_space.shape, dtype=np.float32)
+
+    def observation(self, observation):
+        self.num_steps += 1
+        self.state_mean = self.state_mean * self.alpha + float(observation.mean()) * (1 - self.alpha)
+        self.state_std = self.state_std * self.alpha + float(observation.std()) * (1 - self.alpha)
+        correction = 1 - self.alpha**self.num_steps
+        mean, std = self.state_mean / correction, self.state_std / correction
+        return ((observation - mean) / (std + 1e-8)).astype(np.float32, copy=False)
+
+
+class Float32Observation(gym.ObservationWrapper):
+    def __init__(self, env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Box(
+            space.low.astype(np.float32), space.high.astype(np.float32), space.shape, dtype=np.float32
+        )
+
+    def observation(self, observation):
+        return np.asarray(observation, dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EnvSettings:
+    """Everything needed to rebuild the same preprocessing later (stored with saved models)."""
+
+    env_id: str
+    skip_rate: int = 4
+    max_episode_length: int = 10000
+    crop: dict = None  # the env-config entry for Atari games
+    frame_size: int = 80  # Atari frames are frame_size x frame_size ...
+    frame_stack: int = 1  # ... and the last frame_stack of them are stacked (the network decides both)
+    retro: dict = None  # retro games: retro_env.resolve's action set, crop, reward scale, rules and start state
+
+    def as_dict(self):
+        return {"env_id": self.env_id, "skip_rate": self.skip_rate, "max_episode_length": self.max_episode_length,
+                "crop": dict(self.crop) if self.crop else None, "frame_size": self.frame_size,
+                "frame_stack": self.frame_stack, "retro": json.loads(json.dumps(self.retro)) if self.retro else None}
+
+
+def make_env(settings, train=True, render_mode=None):
+    """Build the environment ``settings.env_id`` with a3g's preprocessing.
+
+    ``train=True`` ends an Atari episode at each lost life (the learner's view); ``train=False`` plays full games
+    (the evaluator's view). Every episode is cut at ``settings.max_episode_length`` agent steps.
+    """
+    env_id = settings.env_id
+    if is_retro(env_id):
+        if settings.retro is None:
+            settings.retro = retro_env.resolve(env_id)
+        return retro_env.make_retro(settings, train, render_mode, NormalizedEnv, FrameStack)
+    spec = env_spec(env_id)
+    if not is_atari(env_id):
+        try:
+            env = gym.make(env_id, render_mode=render_mode)
+        except Exception as exc:
+            raise BadInput(f"cannot create environment {env_id!r}: {exc}") from None
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise BadInput(f"{env_id} has a {type(env.action_space).__name__} action space; a3g needs Discrete")
+        if not isinstance(env.observation_space, gym.spaces.Box) or len(env.observation_space.shape) != 1:
+            raise BadInput(f"{env_id}: only flat vector observations or Atari frames are supported")
+        env = Float32Observation(env)
+        return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
+
+    conf = settings.crop or {"crop1": 34, "crop2": 34, "dimension2": 80}
+    kwargs = {"obs_type": "grayscale", "render_mode": render_mode}
+    skip = spec.kwargs.get("frameskip", 1)
+    if skip != 1 and isinstance(skip, int):
+        kwargs["frameskip"] = settings.skip_rate  # v5: the emulator repeats the action; no second skip on top
+    env = gym.make(env_id, **kwargs)
+    env = NoopReset(env, noop_max=30)
+    if skip == 1 and settings.skip_rate > 1:
+        env = MaxAndSkip(env, skip=settings.skip_rate)
+    if train:
+        env = EpisodicLife(env)
+    if "FIRE" in env.unwrapped.get_action_meanings():
+        env = FireReset(env)
+    env = AtariRescale(env, conf, settings.frame_size)
+    env = NormalizedEnv(env)
+    if settings.frame_stack > 1:
+        env = FrameStack(env, settings.frame_stack)
+    # outermost, so that it counts agent steps only; in training (as in rl_a3c_pytorch) it cuts learner episodes
+    return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

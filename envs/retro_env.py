@@ -1,0 +1,289 @@
+"""Retro console games through stable-retro: the third family of ``make_env`` (after Atari and classic control).
+
+An id is a stable-retro integration, ``<Game>-<System>-v0`` (``Airstriker-Genesis-v0``, the one game whose ROM
+ships with stable-retro), or one of a3g's own integrations in ``envs/retro_integrations/`` (``SuperMarioKart-Snes-v0``).
+A game runs once its ROM is imported: ``python -m stable_retro.import DIR`` for stable-retro's games,
+``python -m tools.retro_import DIR`` for a3g's own (stable-retro's importer does not know our folder).
+
+The preprocessing, all in this file, in the order the wrappers are stacked:
+- ``RetroActions``: a discrete action set, a list of button combinations (``retro_games.json``: per game, else per
+  console, else one built from the console's pad: no-op, each direction, each button, left/right with the first
+  button). Menu buttons (START, SELECT, MODE) are never in a default set: pressing them pauses or resets games.
+- ``RetroSkip``: the action held for ``skip_rate`` emulator frames (stable-retro steps one frame at a time), the
+  rewards summed; frames are counted as emulator frames, like Atari's.
+- game rules (``mario_kart.MarioKartRules`` for Super Mario Kart): rewards and episode ends computed from the RAM
+  variables stable-retro puts into ``info``, where ``scenario.json`` cannot say them;
+- ``RetroFrame``: crop (per game, e.g. Mario Kart's minimap), gray, resize to the network's frame size, [0, 1];
+  then the Atari pipeline's running normalisation and frame stacking (``environment.py``).
+- training only: ``reward_scale`` (per game) then the worker's clipping to [-1, 1], as for Atari; the evaluator and
+  ``gym_eval.py`` score games with the unscaled rewards.
+
+An episode is a whole game (or, with rules, a race): stable-retro has no general notion of lives, so training and
+evaluation episodes are the same.
+
+stable-retro allows one emulator per process, so ``--envs-per-worker`` must be 1 for retro games (``config.py``;
+BENCHMARKS.md has the measurement behind that choice); every worker, the evaluator and ``gym_eval.py`` are processes
+of their own, and the parent builds its one env to read the shapes and closes it before any child starts.
+"""
+
+import functools
+import json
+import os
+
+import cv2
+import gymnasium as gym
+import numpy as np
+
+from core.errors import BadInput
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INTEGRATIONS = os.path.join(HERE, "retro_integrations")  # a3g's own integrations (data, scenario, metadata)
+RETRO_CONFIG = os.path.join(HERE, "retro_games.json")
+MENU_BUTTONS = {"START", "SELECT", "MODE", "PAUSE", "COIN", None}
+DIRECTIONS = ("LEFT", "RIGHT", "UP", "DOWN")
+
+
+@functools.lru_cache(maxsize=None)
+def retro():
+    """stable-retro, imported on first use (Atari and classic control never pay for it), with a3g's integrations
+    added to the folders it searches."""
+    import stable_retro
+
+    stable_retro.data.add_custom_integration(INTEGRATIONS)
+    return stable_retro
+
+
+def is_retro(env_id):
+    """Is ``env_id`` a stable-retro game (stable-retro's or a3g's integration), imported ROM or not?"""
+    if "/" in env_id or not env_id.endswith("-v0") or env_id.count("-") < 2:
+        return False
+    r = retro()
+    return r.data.get_file_path(env_id, "rom.sha", r.data.Integrations.DEFAULT) is not None
+
+
+def is_own_integration(env_id):
+    return os.path.isfile(os.path.join(INTEGRATIONS, env_id, "rom.sha"))
+
+
+def import_command(env_id):
+    if is_own_integration(env_id):
+        return "python -m tools.retro_import DIR"
+    return "python -m stable_retro.import DIR"
+
+
+def check_rom(env_id):
+    """Raise BadInput, one line naming the import command, when the game's ROM has not been imported."""
+    r = retro()
+    try:
+        r.data.get_romfile_path(env_id, r.data.Integrations.DEFAULT)
+    except FileNotFoundError:
+        raise BadInput(f"{env_id}: its ROM is not imported; put your ROM file in a folder DIR and run "
+                         f"`{import_command(env_id)}` (no ROM ships with a3g)") from None
+
+
+def system_of(env_id):
+    """``Airstriker-Genesis-v0`` -> ``Genesis``."""
+    return env_id.rsplit("-", 2)[-2]
+
+
+def state_path(env_id, state):
+    """``--state``: a path to a ``.state`` file, or the name of one in the game's integration folder."""
+    if state is None:
+        return None
+    if os.path.isfile(state):
+        return os.path.abspath(state)
+    r = retro()
+    name = state if state.endswith(".state") else state + ".state"
+    path = r.data.get_file_path(env_id, name, r.data.Integrations.DEFAULT)
+    if path is None:
+        known = r.data.list_states(env_id, r.data.Integrations.DEFAULT)
+        raise BadInput(f"--state {state!r}: no such file, and {env_id} has no state of that name "
+                         f"(it has: {', '.join(known) or 'none'})")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# retro_games.json: action sets, crops, reward scales
+
+
+def load_retro_config(path=RETRO_CONFIG):
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"retro game settings {path!r} cannot be read: {exc}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("games", {}), dict) \
+            or not isinstance(config.get("systems", {}), dict):
+        raise BadInput(f"{path!r}: expected an object with 'systems' and 'games' objects")
+    return config
+
+
+def default_actions(buttons):
+    """A console pad's sensible discrete set: no-op, each direction, each (non-menu) button, left/right with the
+    first button (move while firing/jumping)."""
+    pad = [b for b in buttons if b not in MENU_BUTTONS]
+    fire = [b for b in pad if b not in DIRECTIONS]
+    actions = [[]] + [[d] for d in DIRECTIONS if d in pad] + [[b] for b in fire]
+    if fire:
+        actions += [[d, fire[0]] for d in ("LEFT", "RIGHT") if d in pad]
+    return actions
+
+
+def retro_conf_for(env_id, config, buttons):
+    """The resolved settings of one game: ``{"actions", "crop", "reward_scale", "rules"}`` from its entry in
+    ``retro_games.json`` (key: the env id without ``-v0``), its console's entry, and the pad's default set."""
+    game = config.get("games", {}).get(env_id.removesuffix("-v0"), {})
+    system = config.get("systems", {}).get(system_of(env_id), {})
+    actions = game.get("actions") or system.get("actions") or default_actions(buttons)
+    for combo in actions:
+        if not isinstance(combo, list) or any(b not in buttons or b is None for b in combo):
+            raise BadInput(f"retro_games.json: {env_id}'s action {combo!r} names a button its console lacks "
+                             f"(buttons: {[b for b in buttons if b]})")
+    crop = {"top": 0, "bottom": 0, "left": 0, "right": 0, **game.get("crop", {})}
+    if any(not isinstance(v, int) or v < 0 for v in crop.values()) or set(crop) != {"top", "bottom", "left", "right"}:
+        raise BadInput(f"retro_games.json: {env_id}'s crop must be non-negative top/bottom/left/right pixels")
+    scale = game.get("reward_scale", system.get("reward_scale", 1.0))
+    if not isinstance(scale, (int, float)) or not scale > 0:
+        raise BadInput(f"retro_games.json: {env_id}'s reward_scale must be a positive number")
+    return {"actions": [list(c) for c in actions], "crop": crop, "reward_scale": float(scale),
+            "rules": game.get("rules")}
+
+
+def pad_buttons(env_id):
+    """The console's buttons, in the order of stable-retro's button arrays (read without starting an emulator)."""
+    return list(retro().get_system_info(system_of(env_id))["buttons"])
+
+
+def resolve(env_id, state=None, config_path=RETRO_CONFIG):
+    """Everything ``EnvSettings.retro`` stores for a game: its settings from retro_games.json and ``--state``.
+    Checks the ROM first, so that a missing ROM is the one line the user sees."""
+    check_rom(env_id)
+    conf = retro_conf_for(env_id, load_retro_config(config_path), pad_buttons(env_id))
+    conf["state"] = state_path(env_id, state)
+    if conf["state"] is None:
+        check_default_state(env_id)
+    return conf
+
+
+def check_default_state(env_id):
+    """A game whose metadata names a default start state that is not there (a3g's Mario Kart before
+    ``python -m tools.retro_state``): one line saying how to make it, rather than stable-retro's TypeError."""
+    r = retro()
+    meta_path = r.data.get_file_path(env_id, "metadata.json", r.data.Integrations.DEFAULT)
+    try:
+        with open(meta_path) as f:
+            default = json.load(f).get("default_state")
+    except (TypeError, OSError, json.JSONDecodeError):
+        return
+    if default and r.data.get_file_path(env_id, default + ".state", r.data.Integrations.DEFAULT) is None:
+        how = ("make it from your ROM with `python -m tools.retro_state`" if is_own_integration(env_id)
+               else "give --state FILE")
+        raise BadInput(f"{env_id}: its start state {default!r} is missing; {how}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Wrappers
+
+
+class RetroActions(gym.ActionWrapper):
+    """Discrete(n) over a list of button combinations -> the button array stable-retro presses."""
+
+    def __init__(self, env, combos, buttons):
+        super().__init__(env)
+        self.combos = [list(c) for c in combos]
+        self._arrays = np.zeros((len(combos), len(buttons)), dtype=np.uint8)
+        for i, combo in enumerate(combos):
+            for name in combo:
+                self._arrays[i, buttons.index(name)] = 1
+        self.action_space = gym.spaces.Discrete(len(combos))
+
+    def action(self, action):
+        return self._arrays[int(action)]
+
+
+class RetroSkip(gym.Wrapper):
+    """Hold the action for ``skip`` emulator frames, summing the rewards; observe the last frame. (Consoles draw
+    every sprite every frame in most games, so the Atari max-over-two-frames is not needed.)"""
+
+    def __init__(self, env, skip):
+        super().__init__(env)
+        self.skip = skip
+
+    def step(self, action):
+        total = 0.0
+        for _ in range(self.skip):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        return obs, total, terminated, truncated, info
+
+
+def process_retro_frame(frame, crop, size):
+    """RGB ``[H, W, 3]`` -> crop the margins, gray, ``size x size``, [0, 1]: ``[1, size, size]`` float32."""
+    h, w = frame.shape[:2]
+    frame = frame[crop["top"] : h - crop["bottom"], crop["left"] : w - crop["right"]]
+    gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+    small = cv2.resize(gray, (size, size), interpolation=cv2.INTER_AREA)
+    return (small.astype(np.float32) * (1.0 / 255.0)).reshape(1, size, size)
+
+
+class RetroFrame(gym.ObservationWrapper):
+    def __init__(self, env, crop, size):
+        super().__init__(env)
+        h, w = env.observation_space.shape[:2]
+        if crop["top"] + crop["bottom"] >= h or crop["left"] + crop["right"] >= w:
+            raise BadInput(f"retro_games.json: the crop {crop} leaves nothing of the {w}x{h} screen")
+        self.crop, self.size = crop, size
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1, size, size), dtype=np.float32)
+
+    def observation(self, observation):
+        return process_retro_frame(observation, self.crop, self.size)
+
+
+class RewardScale(gym.RewardWrapper):
+    """Training only: rewards times ``scale`` (before the worker's clipping), for games whose points come in
+    hundreds."""
+
+    def __init__(self, env, scale):
+        super().__init__(env)
+        self.scale = scale
+
+    def reward(self, reward):
+        return reward * self.scale
+
+
+def game_rules(name):
+    """The wrapper class of a game's ``rules`` entry in retro_games.json."""
+    if name == "mario_kart":
+        from envs.mario_kart import MarioKartRules
+
+        return MarioKartRules
+    raise BadInput(f"retro_games.json: unknown rules {name!r}")
+
+
+def make_retro(settings, train, render_mode, normalize, stack):
+    """The game with a3g's preprocessing (module docstring); ``normalize``/``stack`` are environment.py's running
+    normalisation and frame stacking, passed in so that the Atari and retro pipelines share them."""
+    r = retro()
+    conf = settings.retro
+    state = conf.get("state") or r.State.DEFAULT
+    try:
+        env = r.make(settings.env_id, state=state, use_restricted_actions=r.Actions.ALL,
+                     render_mode="rgb_array" if render_mode else None)
+    except FileNotFoundError:
+        check_rom(settings.env_id)
+        raise
+    except RuntimeError as exc:  # a second emulator in this process
+        raise BadInput(f"{settings.env_id}: {exc}") from None
+    env = RetroActions(env, conf["actions"], list(env.unwrapped.buttons))
+    env = RetroSkip(env, settings.skip_rate)
+    if conf.get("rules"):
+        env = game_rules(conf["rules"])(env)
+    if train and conf.get("reward_scale", 1.0) != 1.0:
+        env = RewardScale(env, conf["reward_scale"])
+    env = RetroFrame(env, conf["crop"], settings.frame_size)
+    env = normalize(env)
+    if settings.frame_stack > 1:
+        env = stack(env, settings.frame_stack)
+    return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

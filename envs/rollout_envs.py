@@ -1,0 +1,40 @@
+"""A batch of environments stepped together, for A3G's workers and IMPALA's actors alike."""
+
+import numpy as np
+
+from envs.environment import is_atari, make_env
+
+
+class RolloutEnvs:
+    """A worker's environments, stepped together; observations are written into rows of a caller's ``[B, ...]``
+    array (a row of the rollout buffer), so stepping allocates nothing."""
+
+    def __init__(self, settings, count, seed, clip_rewards, envs=None):
+        self.envs = envs if envs is not None else [make_env(settings, train=True) for _ in range(count)]
+        self.clip_rewards = clip_rewards
+        self.atari = settings is not None and is_atari(settings.env_id)
+        self.first_obs = np.stack([env.reset(seed=seed + 10007 * j)[0] for j, env in enumerate(self.envs)])
+        self.rewards = np.zeros(count, dtype=np.float32)
+        self.dones = np.zeros(count, dtype=np.float32)
+        self.truncated = np.zeros(count, dtype=bool)  # cut by a time limit, not ended by the game
+        self.final_obs = np.zeros_like(self.first_obs)  # their last observation, to bootstrap from
+
+    def step(self, actions, obs_out):
+        """Step every env, writing observations into ``obs_out``; returns (rewards, dones, finished games).
+        Done envs are reset in place: their row holds the first observation of the next episode; for envs cut by
+        a time limit (``self.truncated``) the observation they were cut at is in ``self.final_obs``."""
+        games = 0
+        for j, env in enumerate(self.envs):
+            obs, reward, terminated, truncated, _ = env.step(int(actions[j]))
+            done = terminated or truncated
+            self.truncated[j] = truncated and not terminated
+            if done:
+                # a lost life ends the learner's episode; only a real game over counts as a finished game
+                games += 1 if not self.atari or env.get_wrapper_attr("game_over") else 0
+                if self.truncated[j]:
+                    self.final_obs[j] = obs
+                obs, _ = env.reset()
+            obs_out[j] = obs
+            self.rewards[j] = max(-1.0, min(1.0, reward)) if self.clip_rewards else reward
+            self.dones[j] = done
+        return self.rewards, self.dones, games

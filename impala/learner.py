@@ -1,0 +1,233 @@
+"""IMPALA's learning, the same for both backends: ``LearnerStep`` turns fresh unrolls (and the replays' samples)
+into one V-trace update of the shared model and publishes the new weights; ``learner_loop`` feeds it from a
+backend's source of unrolls.
+
+Losses, as in the paper: policy gradient with the clipped pg-rhos' advantages, baseline ``0.5 (vs - V)^2`` times
+``--value-coef`` (``--baseline-cost``), entropy bonus times ``--entropy-coef`` (``--entropy-cost``); each summed over
+time and averaged over the batch, as A3G's loss, so that a learning rate means the same in both.
+"""
+
+import time
+
+import torch
+import torch.nn.functional as F
+
+from core.hardware import device_for
+from core.returns import trust_region_mask, vtrace_from_logits
+from impala.replay import ReplayBuffer, concat, distance
+from impala.unrolls import column
+from model import Replica, build_model, fast_layout, feature_size
+from runtime.defaults import final_slots
+from runtime.replay_spec import needs_features, replay_specs
+from shared_optim import Update
+
+
+def learner_forward(model, batch, device, bf16=False):
+    """The learner's policy and values over a batch of unrolls: ``[T + 1, n, A]`` logits and ``[T + 1, n]`` values,
+    from the state each unroll started in, reset where an episode ended (``model.unroll``: the convolutional part
+    sees all ``(T + 1) x n`` observations in one batch), and ``[T, n]``, its values of the observations a time
+    limit cut episodes at (``cut_values``). With ``bf16`` (``--bf16``) the forward pass runs under bfloat16
+    autocast, as A3G's workers' do; the results, and the loss, are float32."""
+    state = (batch["hx"].to(device), batch["cx"].to(device))
+    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
+        values, logits, _, states = model.unroll(batch["obs"].to(device), state, batch["dones"].to(device),
+                                                 with_states=True)
+        cut = cut_values(model, batch, states, device)
+    return logits.float(), values.float(), cut
+
+
+@torch.no_grad()
+def cut_values(model, batch, states, device):
+    """``[T, n]``: where a time limit cut an episode (``batch["truncated"]``), the learner's value of the
+    observation it cut at, from the state after that step (where the episode would have gone on: ``states``, from
+    ``model.unroll(..., with_states=True)``); 0 elsewhere. No gradient: it is a bootstrap target, as V-trace's
+    value after the unroll's last step is. An unroll's i-th cut observation is its ``final_obs[i]``."""
+    truncated = batch["truncated"].to(device)
+    cut = torch.zeros_like(truncated)
+    steps, columns = truncated.nonzero(as_tuple=True)
+    if len(steps):
+        rows = (truncated.cumsum(0) - 1)[steps, columns].long()
+        final_obs = batch["final_obs"].to(device)[rows, columns]
+        value, _, _ = model(final_obs, (states[0][steps, columns], states[1][steps, columns]))
+        cut[steps, columns] = value.float()
+    return cut
+
+
+def vtrace_targets(batch, logits, values, cut, gamma, mask=None):
+    """V-trace over a batch (``returns.vtrace_from_logits``), with ``cut`` (``learner_forward``'s) where a time
+    limit ended an episode. Such a step ends its episode in the unroll (discount 0: the next observation begins
+    another one) but not in truth, so its reward gets ``gamma * V(observation it cut at)``: its TD error, target
+    and advantage are then exactly those of an unroll that went on to that observation and ended there (whose
+    target V-trace takes to be its value)."""
+    discounts = gamma * (1.0 - batch["dones"])
+    rewards = batch["rewards"] + gamma * cut
+    return vtrace_from_logits(batch["logits"], logits[:-1], batch["actions"], discounts, rewards,
+                              values[:-1].detach(), values[-1].detach(), mask=mask)
+
+
+def impala_loss(batch, logits, values, cut, args, mask=None):
+    """V-trace actor-critic loss of a batch (``learner_forward``'s logits, values and cut values); returns (loss,
+    policy loss, baseline loss, entropy). ``mask`` (``[T, n]``, ``--kl-mask``) drops steps outside the trust
+    region from the policy gradient and the value targets (a masked step's target is its own value: no baseline
+    gradient); the entropy bonus keeps every step."""
+    vtrace = vtrace_targets(batch, logits, values, cut, args.gamma, mask)
+    policy_loss = -(vtrace.target_action_log_probs * vtrace.pg_advantages).sum(0).mean()
+    baseline_loss = 0.5 * (vtrace.vs - values[:-1]).pow(2).sum(0).mean()
+    log_policy = F.log_softmax(logits[:-1], -1)
+    entropy = -(log_policy.exp() * log_policy).sum(-1).sum(0).mean()
+    loss = policy_loss + args.value_coef * baseline_loss - args.entropy_coef * entropy
+    return loss, policy_loss, baseline_loss, entropy
+
+
+def cloning_losses(batch, logits, values, first_replayed):
+    """CLEAR's behavioural cloning (Rolnick et al. 2019, "Experience Replay for Continual Learning", Section 3) on
+    the replayed unrolls, the batch's columns from ``first_replayed`` on: policy cloning, per step
+    ``KL(mu || pi) = sum_a mu(a) log(mu(a) / pi(a))`` from the stored behaviour logits to the learner's, and value
+    cloning ``(V - V_behaviour)^2`` to the values stored at acting time. Each is summed over time and averaged over
+    the whole batch (a fresh unroll adds 0), as the V-trace losses are, so a replayed step weighs the same in both.
+    Returns (policy cloning, value cloning)."""
+    n = batch["actions"].shape[1]
+    mu_log = F.log_softmax(batch["logits"][:, first_replayed:], -1)
+    pi_log = F.log_softmax(logits[:-1, first_replayed:], -1)
+    policy = (mu_log.exp() * (mu_log - pi_log)).sum() / n
+    value = (values[:-1, first_replayed:] - batch["values"][:, first_replayed:]).pow(2).sum() / n
+    return policy, value
+
+
+def current_view(model, part, device, dist_function):
+    """What the current network makes of stored unrolls, ``[k, T, X]``: its logits for ``kl_div``, else the
+    features its heads read; and the same for the state each unroll ends in, ``[k, X]`` (attentive sampling)."""
+    state = (part["hx"].to(device), part["cx"].to(device))
+    _, logits, _, features = model.unroll(part["obs"].to(device), state, part["dones"].to(device),
+                                          with_features=True)
+    seen = (logits if dist_function == "kl_div" else features).float().cpu()
+    return seen[:-1].transpose(0, 1), seen[-1]
+
+
+def replay_scores(replay, model, device, fresh):
+    """The scoring functions (slots -> distances, smaller = closer) a replay's strategies rank by, or None:
+    ``elite`` compares what the current network makes of a stored unroll with what the acting network made of it
+    (its logits or features, stored at acting time); ``attentive`` compares it with where the agent is now, the
+    newest fresh unroll's last state (its view broadcast over the unroll's steps)."""
+    spec = replay.spec
+    if spec["type"] != "custom" or not (spec["sample_strategy"] or spec["insert_strategy"]):
+        return None, None
+    name, p = spec["dist_function"], spec["p"]
+    stored_key = "logits" if name == "kl_div" else "features"
+
+    @torch.no_grad()
+    def elite(slots):
+        part = replay.take(slots)
+        current, _ = current_view(model, part, device, name)
+        return distance(name, current, part[stored_key].transpose(0, 1), p)
+
+    @torch.no_grad()
+    def attentive(slots):
+        _, now = current_view(model, {k: v[:, -1:] if k not in ("hx", "cx") else v[-1:] for k, v in fresh.items()},
+                              device, name)
+        current, _ = current_view(model, replay.take(slots), device, name)
+        return distance(name, current, now.unsqueeze(1), p)
+
+    sample = attentive if spec["sample_strategy"] == "attentive_sampling" else elite
+    return sample, elite
+
+
+def run_progress(args, state):
+    """How far the run is, in [0, 1], by --max-frames or --max-seconds (0 without either): lambda's annealing.
+    Both are the run's, from the shared run state (as the supervisor counts them), so that a replaced learner
+    goes on annealing where its predecessor was."""
+    done = 0.0
+    if args.max_frames:
+        done = max(done, state.frames.value / args.max_frames)
+    if args.max_seconds:
+        done = max(done, (time.monotonic() - state.started.value) / args.max_seconds)
+    return min(done, 1.0)
+
+
+def build_batch(fresh, replays, generator, progress, model, device):
+    """The learner's batch: the ``fresh`` unrolls, then each ready replay's ``count`` samples. Returns (batch, the
+    replays' insertion scores)."""
+    parts, insert_scores = [fresh], []
+    for replay in replays:
+        sample_score, elite_score = replay_scores(replay, model, device, fresh)
+        insert_scores.append(elite_score)
+        if replay.ready():
+            parts.append(replay.take(replay.sample(generator, progress, sample_score)))
+    return concat(parts), insert_scores
+
+
+class LearnerStep:
+    """The learner's side of the boundary, the same for both backends: ``step(fresh, lag)`` turns ``need`` fresh
+    unrolls (time-major, as ``UnrollSlots.read`` gives them) and the replays' samples into one V-trace update of
+    the shared model (through a replica on the learner's device) and publishes the new weights with
+    ``weights.publish()``. Where the fresh unrolls come from (the slots, or Ray objects) and how a published
+    version reaches the actors is the backend's business."""
+
+    def __init__(self, args, meta, shared_model, optimizer, weights, state, replays=()):
+        self.args, self.weights, self.state, self.replays = args, weights, state, replays
+        self.device = device_for(args.gpu_ids, 0)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.model = fast_layout(build_model(meta).to(self.device), meta, args.channels_last)
+        self.replica = Replica(shared_model, self.model)
+        self.update = Update(self.replica, optimizer, args, state, 0)
+        self.generator = torch.Generator().manual_seed(args.seed + args.workers + 1)  # the replays' sampling
+        self.queue_count = args.batch_size - sum(replay.count for replay in replays)
+        self.steps = 0
+
+    @property
+    def need(self):
+        """Fresh unrolls the next batch takes: the queue's share, plus the share of each replay that does not
+        hold enough yet."""
+        return self.queue_count + sum(replay.count for replay in self.replays if not replay.ready())
+
+    def __call__(self, fresh, lag):
+        """One update from ``fresh`` (``need`` unrolls) whose behaviour policies are ``lag`` (``[need]``) versions
+        behind."""
+        args, state, device = self.args, self.state, self.device
+        self.replica.pull()
+        batch, insert_scores = build_batch(fresh, self.replays, self.generator,
+                                           run_progress(args, state), self.model, device)
+        batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
+        logits, values, cut = learner_forward(self.model, batch, device, args.bf16)
+        mask = None
+        if args.kl_mask:
+            mask = trust_region_mask(batch["logits"], logits[:-1].detach(), args.kl_threshold,
+                                     mode=args.kl_mask_mode)
+            masked = float((mask == 0).sum())
+            state.masked[0] += masked
+            state.masked[1] += mask.numel()
+            state.masked_recent.value = masked / mask.numel()
+        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, cut, args, mask)
+        need = len(lag)
+        if args.clone_losses and batch["actions"].shape[1] > need:  # once a replay holds its share
+            policy_cloning, value_cloning = cloning_losses(batch, logits, values, need)
+            loss = loss + args.policy_cloning_cost * policy_cloning + args.value_cloning_cost * value_cloning
+            state.cloning[:] = [policy_cloning.item() / args.num_steps, value_cloning.item() / args.num_steps]
+        grad_norm, applied = self.update(loss)
+        if applied:
+            self.weights.publish()
+        self.steps += 1
+        for replay, score in zip(self.replays, insert_scores):  # after the batch: no unroll twice in one batch
+            for j in range(need):
+                replay.put(replay.insert_slot(self.generator, score), column(fresh, j), self.steps)
+        T = args.num_steps
+        state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T, grad_norm.item()]
+        lag = lag.double()
+        state.policy_lag[:] = [lag.min().item(), lag.mean().item(), lag.max().item()]
+
+
+def unroll_features(args, meta):
+    """F, the size of the features the actors store beside the logits: what the heads read where a replay ranks
+    unrolls by them (elite or attentive sampling by ln_norm/cos_dist), else 0."""
+    specs = replay_specs(args.replay_parameters, args.batch_size)
+    return feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
+
+
+def replays_for(args, settings, meta):
+    """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
+    them as its predecessor left them."""
+    specs, features = replay_specs(args.replay_parameters, args.batch_size), unroll_features(args, meta)
+    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"], features,
+                         final_slots(settings, args.num_steps))
+            for spec in specs if spec["type"] != "queue"]

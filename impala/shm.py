@@ -1,0 +1,218 @@
+"""IMPALA in a3g (Espeholt et al. 2018): actors that never wait for the learner, and a learner that corrects for
+their lag with V-trace.
+
+Roles, handed to the supervisor as A3G's are (``impala_roles``):
+- **actor** x ``--workers``: steps ``--envs-per-worker`` environments with a CPU copy of the latest published
+  weights (``--inference local``) or through the inference role (``--inference server``, inference.py), and
+  writes each environment's unroll of ``--unroll-length`` steps (observations, actions, rewards, episode ends,
+  the steps a time limit cut and the observations it cut at, the behaviour policy's logits and values, the
+  recurrent state at the unroll's start and the weights' version) into a slot of the shared ``UnrollStore``;
+- **learner** x 1: takes the oldest full unrolls (``LearnerStep.need`` of them: ``--batch-size`` less the share of
+  each replay that can already give its own; dropping those more than ``--max-policy-lag`` versions old),
+  computes V-trace targets (``returns.vtrace_from_logits``; a step a time limit cut bootstraps from the learner's
+  own value of the observation it cut at, ``cut_values``), steps the shared optimizer on the shared model
+  (through a replica on its device, as an A3G worker does) and publishes the new weights' version;
+- **evaluator**: test.py, exactly as for A3G;
+- **inference** x 1 with ``--inference server``: answers the actors' forward passes in batches (inference.py).
+
+The roles' work is written once, for both backends: ``Acting`` (one unroll of an actor's environments into plain
+buffers) and ``LearnerStep`` (fresh unrolls -> V-trace update -> ``publish``). This file's backend moves unrolls
+through ``UnrollStore`` (actors ``claim`` free slots and ``commit`` full ones; the learner ``take``s a batch) and
+weights through ``SharedWeights`` (``publish`` / ``fetch`` with a version); impala_ray.py moves the same through
+Ray's object store, to run the actors on several machines.
+
+Why slots with a status byte instead of free/full index queues (TorchBeast's MonoBeast): a multiprocessing queue
+has a lock, and a process killed while holding it (an actor killed mid-``put``) leaves every other process
+waiting on it for ever. Here every slot belongs to one actor (``--num-buffers`` split between them), and each
+status change has a single writer: the owning actor turns FREE into WRITING into FULL, the learner turns FULL
+back into FREE once it has copied the unroll. An actor killed mid-unroll leaves its slot WRITING; its replacement
+(same rank, same slots) frees it first, so an unroll is never lost for good and never used half-written.
+
+Losses, as in the paper: policy gradient with the clipped pg-rhos' advantages, baseline ``0.5 (vs - V)^2`` times
+``--value-coef`` (``--baseline-cost``), entropy bonus times ``--entropy-coef`` (``--entropy-cost``); each summed over
+time and averaged over the batch, as A3G's loss, so that a learning rate means the same in both.
+"""
+
+import os
+import time
+
+import torch
+
+from impala.acting import Acting, local_policy
+from impala.inference import InferenceClient, InferenceServer, InferenceStopped, inference
+from impala.learner import LearnerStep, replays_for, unroll_features
+from impala.unrolls import UnrollSlots, column
+from model import Replica
+from runtime.defaults import final_slots, slots_per_actor
+from runtime.processes import parent_alive, setup_child_process
+from test import test
+
+FREE, WRITING, FULL = 0, 1, 2
+WAIT = 0.002  # seconds between polls of the store: a wait always ends with the stop flag or the parent's death
+
+
+class UnrollStore(UnrollSlots):
+    """Preallocated shared-memory slots, one unroll of one environment each, ``T = unroll_length`` steps:
+    ``obs [T + 1, ...]`` (the last one is where the next unroll starts, and what V-trace bootstraps from),
+    ``actions``, ``rewards``, ``dones``, ``truncated`` and ``final_obs [K, ...]`` (the steps a time limit cut, and
+    the observations it cut at: ``unrolls``), ``logits [T, A]`` and ``values [T]`` (the behaviour policy's),
+    ``hx``/``cx`` (the recurrent state before ``obs[0]``), the weights' ``version`` that acted, and when it was
+    committed (``stamp``, for oldest-first); with a replay that ranks by them, ``features [T, F]`` (what the acting
+    network's heads read, for elite sampling; F = 0 otherwise). Slots ``[rank * per_actor, (rank + 1) *
+    per_actor)`` belong to actor ``rank``."""
+
+    def __init__(self, slots, per_actor, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0,
+                 final_slots=1):
+        super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots)
+        self.per_actor = per_actor
+        self.version = torch.zeros(slots, dtype=torch.int64)
+        self.stamp = torch.zeros(slots, dtype=torch.float64)
+        self.status = torch.zeros(slots, dtype=torch.int8)
+        self.share_memory()
+
+    def own(self, rank):
+        return range(rank * self.per_actor, (rank + 1) * self.per_actor)
+
+    def recover(self, rank):
+        """A new actor of ``rank`` frees what its predecessor was writing when it died."""
+        for slot in self.own(rank):
+            if self.status[slot] == WRITING:
+                self.status[slot] = FREE
+
+    def claim(self, rank, count):
+        """``count`` free slots of actor ``rank``, now WRITING; None when fewer are free."""
+        free = [slot for slot in self.own(rank) if self.status[slot] == FREE][:count]
+        if len(free) < count:
+            return None
+        self.status[free] = WRITING
+        return free
+
+    def write(self, slots, unroll):
+        """Copy an actor's unroll (``Acting.unroll``: env ``j`` into ``slots[j]``) into its claimed slots."""
+        for j, slot in enumerate(slots):
+            self.store(slot, column(unroll, j))
+
+    def commit(self, slots, version):
+        self.version[slots] = version
+        self.stamp[slots] = time.monotonic()
+        self.status[slots] = FULL  # last: the learner reads a slot only once it is FULL
+
+    def full(self):
+        """The FULL slots, oldest first."""
+        slots = (self.status == FULL).nonzero().squeeze(1)
+        return slots[self.stamp[slots].argsort()]
+
+    def take(self, slots):
+        """Copy the unrolls in ``slots`` out, time-major (``[T + 1, n, ...]`` observations, ``[T, n, ...]`` the
+        rest, ``[n, H]`` states), and free the slots."""
+        batch = self.read(slots)
+        self.release(slots)
+        return batch
+
+    def release(self, slots):
+        self.status[slots] = FREE
+
+
+class SharedWeights:
+    """The weights actors act with: the shared model, and a version number that the learner alone writes."""
+
+    def __init__(self, ctx, shared_model):
+        self.model = shared_model
+        self._version = ctx.RawValue("q", 0)
+
+    @property
+    def version(self):
+        return self._version.value
+
+    def publish(self):
+        """The learner has stepped the shared model: announce the new version."""
+        self._version.value += 1
+
+    def replica(self, model):
+        """``model`` as a replica of the shared weights, for ``fetch`` (``model.Replica``: one flat copy)."""
+        return Replica(self.model, model, train=False)
+
+    def fetch(self, replica):
+        """Copy the latest weights into ``replica``; returns their version (read first: a copy torn by a
+        concurrent step is counted as the older version)."""
+        version = self._version.value
+        replica.pull()
+        return version
+
+
+def actor(rank, args, settings, meta, store, weights, server, state, parent_pid):
+    """The shared-memory actor: claim this actor's free slots, play an unroll into them, commit them."""
+    setup_child_process(args.seed + rank, parent_pid)
+    store.recover(rank)
+    if server is None:
+        policy = local_policy(args, meta, weights)
+    else:
+        policy = InferenceClient(server, rank, state.stop, parent_pid)
+    acting = Acting(args, settings, meta, policy, rank, store.features.shape[-1], args.bf16 and server is None)
+    batch = args.envs_per_worker
+    try:
+        while not state.stop.is_set() and parent_alive(parent_pid):
+            slots = store.claim(rank, batch)
+            if slots is None:  # every slot of this actor is full: the learner is behind
+                state.actor_waits.add(rank, 1)
+                while slots is None and not state.stop.is_set() and parent_alive(parent_pid):
+                    time.sleep(WAIT)
+                    slots = store.claim(rank, batch)
+                if slots is None:
+                    break
+            unroll, version, games = acting.unroll()
+            store.write(slots, unroll)
+            store.commit(slots, version)
+            state.add(rank, acting.frames, games)
+    except InferenceStopped:  # the run stopped while this actor waited for the inference server
+        pass
+
+
+def learner(args, meta, shared_model, optimizer, store, weights, state, parent_pid, replays=()):
+    """The shared-memory learner: the oldest full slots (too old ones dropped), one ``LearnerStep`` each batch."""
+    setup_child_process(args.seed + args.workers + 1, parent_pid)
+    step = LearnerStep(args, meta, shared_model, optimizer, weights, state, replays)
+    while not state.stop.is_set() and parent_alive(parent_pid):
+        full = store.full()
+        lag = weights.version - store.version[full]
+        stale = full[lag > args.max_policy_lag] if args.max_policy_lag is not None else full[:0]
+        if len(stale):  # too old to correct well: dropped, counted
+            store.release(stale)
+            state.dropped.value += len(stale)
+            continue
+        need = step.need
+        if len(full) < need:
+            time.sleep(WAIT)
+            continue
+        slots = full[:need]
+        lag = weights.version - store.version[slots]
+        step(store.take(slots), lag)
+
+
+def evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds):
+    """The evaluator (test.py), as for A3G, with the run's time and frames at this start."""
+    return test, (args, settings, meta, shared_model, state, os.getpid(), paths, start_seconds,
+                  state.frames.value, time.time())
+
+
+def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
+    """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner, the evaluator and, with
+    ``--inference server``, the inference role."""
+    per_actor = slots_per_actor(args)
+    features = unroll_features(args, meta)
+    store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
+                        meta["hidden_size"], features, final_slots(settings, args.num_steps))
+    replays = replays_for(args, settings, meta)
+    weights = SharedWeights(ctx, shared_model)
+    server = None
+    if args.inference == "server":
+        server = InferenceServer(ctx, args.workers, args.envs_per_worker, meta["obs_shape"], meta["num_actions"],
+                                 meta["hidden_size"], features)
+    parent = os.getpid()
+    roles = {"evaluator": evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds),
+             "learner": (learner, (args, meta, shared_model, optimizer, store, weights, state, parent, replays))}
+    for rank in range(args.workers):
+        roles[f"actor {rank}"] = (actor, (rank, args, settings, meta, store, weights, server, state, parent))
+    if server is not None:
+        roles["inference"] = (inference, (args, meta, server, weights, state, parent))
+    return roles

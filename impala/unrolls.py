@@ -1,0 +1,65 @@
+"""The unroll layout that IMPALA's slot store (impala.py ``UnrollStore``) and the replays (replay.py
+``ReplayBuffer``) share: per slot ``obs [T + 1, ...]``, ``actions``, ``rewards``, ``dones`` ``[T]``, the behaviour
+``logits [T, A]`` and ``values [T]`` (CLEAR's cloning losses clone both), the recurrent state ``hx``/``cx`` before
+``obs[0]``, ``features [T, F]`` (F = 0 unless a replay ranks by them), and what a time limit's cut needs:
+``truncated [T]`` (1 where a time limit, not the game, ended the episode at that step) and ``final_obs [K, ...]``
+(the observations those episodes were cut at, the unroll's first cut in row 0), in shared memory, allocated once;
+one unroll stored into a slot, and their time-major read-out for the learner.
+
+Why the cut observation is stored rather than its value: a cut is not a terminal state, so the step's target is
+``r + gamma * V(cut observation)``, and that value must be the learner's, with the weights of its loss (as an
+A3G worker's is), also when the unroll is replayed thousands of updates later; an actor's value at acting time
+would be a stale constant baked into the reward. ``obs[t + 1]`` cannot hold it: there the next episode begins."""
+
+import torch
+
+
+class UnrollSlots:
+    def __init__(self, slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0, final_slots=1):
+        T = unroll_length
+        self.obs = torch.zeros((slots, T + 1, *obs_shape))
+        self.actions = torch.zeros((slots, T), dtype=torch.int64)
+        self.rewards = torch.zeros((slots, T))
+        self.dones = torch.zeros((slots, T))
+        self.truncated = torch.zeros((slots, T))
+        self.final_obs = torch.zeros((slots, final_slots, *obs_shape))
+        self.logits = torch.zeros((slots, T, num_actions))
+        self.values = torch.zeros((slots, T))
+        self.hx = torch.zeros((slots, hidden_size))
+        self.cx = torch.zeros((slots, hidden_size))
+        self.features = torch.zeros((slots, T, feature_size))
+
+    def share_memory(self):
+        """Every tensor attribute (the subclass's own too) into shared memory."""
+        for tensor in vars(self).values():
+            if torch.is_tensor(tensor):
+                tensor.share_memory_()
+
+    def store(self, slot, unroll):
+        """Store one unroll (``unroll``: one column of a time-major batch, see ``column``) into ``slot``."""
+        self.obs[slot], self.actions[slot] = unroll["obs"], unroll["actions"]
+        self.rewards[slot], self.dones[slot] = unroll["rewards"], unroll["dones"]
+        self.truncated[slot], self.final_obs[slot] = unroll["truncated"], unroll["final_obs"]
+        self.logits[slot], self.values[slot] = unroll["logits"], unroll["values"]
+        self.hx[slot], self.cx[slot] = unroll["hx"], unroll["cx"]
+        if self.features.shape[-1]:
+            self.features[slot] = unroll["features"]
+
+    def read(self, slots):
+        """The unrolls in ``slots``, time-major: ``[T + 1, n, ...]`` observations, ``[K, n, ...]`` final ones,
+        ``[T, n, ...]`` the rest, ``[n, H]`` states (copies: indexing with a list of slots copies)."""
+        batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
+                 "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
+                 "truncated": self.truncated[slots].t(), "final_obs": self.final_obs[slots].transpose(0, 1),
+                 "logits": self.logits[slots].transpose(0, 1), "values": self.values[slots].t(),
+                 "hx": self.hx[slots], "cx": self.cx[slots]}
+        if self.features.shape[-1]:
+            batch["features"] = self.features[slots].transpose(0, 1)
+        return batch
+
+
+def column(batch, j):
+    """Unroll ``j`` of a time-major batch, in the slots' per-unroll layout."""
+    unroll = {key: value[:, j] for key, value in batch.items() if key not in ("hx", "cx")}
+    unroll["hx"], unroll["cx"] = batch["hx"][j], batch["cx"][j]
+    return unroll

@@ -1,0 +1,144 @@
+"""Checkpoint and model files: their format, atomic writes, safe loading, and ``checkpoint.pt`` rotation.
+
+- ``checkpoint.pt`` (full training state) and ``trained_models/<env>.pt`` (weights and what rebuilds the network,
+  ``model_file``) are dicts of tensors, numbers, strings and lists with a ``format_version`` and a ``kind``.
+- Writes go to a temporary file beside the target, are fsynced and renamed over it: a reader sees the old file or
+  the new one, never half of one.
+- Loading uses ``torch.load(weights_only=True)``: a file cannot run code. Anything unreadable, foreign, too new or
+  of another network is a ``BadInput``: one line for the user, exit 2.
+"""
+
+import os
+import zipfile
+
+import torch
+
+from core.errors import BadInput
+from core.files import atomic_torch_save, atomic_write_text, keep_as  # noqa: F401 (re-exported)
+from model import same_network
+
+FORMAT_VERSION = 1  # of checkpoint.pt and trained_models/<env>.pt; bump when their layout changes
+
+
+def model_file(env, meta, state_dict, episode_return, frames, run=None):
+    """The contents of a model file (a run's ``best_model.pt``, ``trained_models/<env>.pt``): weights plus what
+    rebuilds the network and its preprocessing, no optimizer state. ``return`` is the score of the evaluator game
+    these weights played (NaN for weights exported from a checkpoint), ``run`` the run directory that wrote the
+    file. Written by the evaluator and by export_model.py, read by gym_eval.py and ``--load``."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": "model",
+        "env": env,
+        "model_meta": meta,
+        "state_dict": {k: v.detach().cpu() for k, v in state_dict.items()},
+        "return": float(episode_return),
+        "frames": float(frames),
+        "run": None if run is None else os.path.abspath(run),
+    }
+
+
+def load_checkpoint(path, kind=None):
+    """Load a checkpoint or model file safely (``weights_only=True``: plain tensors and numbers, no code runs).
+
+    Raises BadInput with a one-line reason for a missing, corrupt, foreign or too-new file.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "checkpoint.pt")
+    if not os.path.isfile(path):
+        raise BadInput(f"{path} not found")
+    try:  # torch.save writes zip archives; anything else would give a misleading error
+        is_zip = zipfile.is_zipfile(path)
+    except zipfile.BadZipFile:  # is_zipfile itself raises on some damaged end records (a "multi-disk" ZIP64 one)
+        is_zip = False
+    if not is_zip:
+        raise BadInput(f"{path} is not a torch checkpoint (empty, truncated or another format)")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # unpickling errors, truncated zip files, refused globals...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BadInput(f"{path} is not a readable a3g checkpoint ({reason[:200]})") from None
+    if not isinstance(data, dict) or "format_version" not in data or "model_meta" not in data:
+        raise BadInput(f"{path} is not an a3g checkpoint (no format_version/model_meta)")
+    if not isinstance(data["format_version"], int) or data["format_version"] > FORMAT_VERSION:
+        raise BadInput(
+            f"{path} has format version {data['format_version']}, newer than this a3g's {FORMAT_VERSION}: update a3g"
+        )
+    if kind is not None and data.get("kind") != kind:
+        raise BadInput(f"{path} holds a {data.get('kind')!r}, not a {kind!r}")
+    if not isinstance(data.get("state_dict"), dict):
+        raise BadInput(f"{path} holds no model weights")
+    return data
+
+
+def check_compatible(data, path, env_id, meta):
+    """The checkpoint must be of the same environment and the same network (name, sizes) as this run."""
+    saved_env = (data.get("env") or {}).get("env_id")
+    if saved_env != env_id:
+        raise BadInput(f"{path} was trained on {saved_env}, not {env_id}")
+    if not same_network(data["model_meta"], meta):
+        raise BadInput(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")
+
+
+def resumed_file(path):
+    """The checkpoint file ``--resume PATH`` names: PATH itself, or ``PATH/checkpoint.pt`` for a run directory."""
+    return os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
+
+
+def frames_on_disk(checkpoint_path, resume_path, resumed):
+    """The frame count of the ``checkpoint.pt`` this run will replace first (it is archived under that count):
+    the resumed state's when the run resumed from that very file, else read from the file; None when none."""
+    if not os.path.exists(checkpoint_path):
+        return None
+    if resumed is not None and os.path.samefile(resumed_file(resume_path), checkpoint_path):
+        return int(resumed["frames"])
+    try:
+        return int(load_checkpoint(checkpoint_path)["frames"])
+    except (KeyError, TypeError, ValueError):
+        return None  # unreadable: nothing worth archiving
+
+
+class CheckpointWriter:
+    """Writes ``checkpoint.pt`` atomically and keeps the ``keep - 1`` previous ones as ``checkpoint-<frames>.pt``.
+
+    A failed write (disk full, read-only folder) is logged and leaves the previous checkpoint intact; training
+    goes on. ``save`` returns whether the write succeeded. ``protect``: the file a run resumed from (an archive,
+    say), which is never replaced or rotated out: resuming must not destroy what it resumed from. Rotation removes
+    the archives of fewest frames, which are the oldest because frames never go backwards within one run
+    directory: a resume from an earlier state writes into a branch directory of its own (``run_dir.py``).
+    """
+
+    def __init__(self, path, keep, log, last_frames=None, protect=None):
+        self.path, self.keep, self.log = path, keep, log
+        self.folder = os.path.dirname(os.path.abspath(path))
+        self.last_frames = last_frames  # of the checkpoint.pt on disk (a resumed run's), archived at the next save
+        self.protect = os.path.abspath(protect) if protect else None
+
+    def archived(self):
+        found = []
+        for name in os.listdir(self.folder):
+            stem, ext = os.path.splitext(name)
+            if ext == ".pt" and stem.startswith("checkpoint-") and stem[len("checkpoint-"):].isdigit():
+                found.append((int(stem[len("checkpoint-"):]), os.path.join(self.folder, name)))
+        return [path for _, path in sorted(found)]
+
+    def save(self, payload):
+        archive = None
+        if self.keep > 1 and self.last_frames is not None and os.path.exists(self.path):
+            archive = os.path.join(self.folder, f"checkpoint-{self.last_frames}.pt")
+            if os.path.exists(archive):  # frames only grow in a run directory: that file holds this very state
+                archive = None
+        try:
+            atomic_torch_save(payload, self.path, keep_previous_as=archive)
+        except OSError as exc:
+            self.log(f"could not write {self.path} ({exc.strerror or exc}); the previous checkpoint is intact and "
+                     f"training goes on: free some space or fix the folder's permissions")
+            return False
+        self.last_frames = int(payload["frames"])
+        archived = [p for p in self.archived() if p != self.protect]
+        for old in archived[: max(0, len(archived) - (self.keep - 1))]:
+            try:
+                os.remove(old)
+            except OSError:
+                pass
+        return True

@@ -1,0 +1,432 @@
+"""The command line: main.py's flags, merged with a resumed run's, resolved and checked once, up front.
+
+``validate(argv)`` is everything main.py does before it builds anything: parse (rl_a3c_pytorch's flag names), merge
+a ``--resume`` checkpoint's saved flags under the ones given now, resolve ``auto`` defaults (``defaults.py``),
+check every value, build the environment once to learn its shapes, and check a resumed or ``--load``ed file
+against the network. Bad input raises one of ``BAD_INPUT_ERRORS``: one line for the user, exit 2.
+"""
+
+import argparse
+import math
+import os
+
+import torch
+
+from core.cli import OneLineParser
+from core.files import env_file_name
+from core.hardware import cpu_has_native_bf16, missing_gpus, usable_cores
+from core.returns import TRUST_REGION_MODES
+from envs import retro_env
+from envs.environment import (
+    ATARI_CONFIG,
+    EnvSettings,
+    check_env_id,
+    env_conf_for,
+    family,
+    frames_per_step,
+    is_atari,
+    is_retro,
+    load_env_config,
+    make_env,
+)
+from model import FRAME_FORMAT, choose_model, model_meta
+from runtime.checkpoints import check_compatible, load_checkpoint
+from runtime.defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
+from runtime.replay_spec import DEFAULT_REPLAY_PARAMETERS, check_keys_read, replay_specs
+from runtime.run_dir import choose_run_dir
+
+MACHINE_FLAGS = ("resume", "run_dir", "load", "gpu_ids", "backend", "ray_address")  # never taken from a resumed run
+# Each algorithm's own flags: given with the other algorithm they are refused rather than silently ignored.
+ALGO_FLAGS = {
+    "impala": ("batch_size", "backend", "ray_address", "max_policy_lag", "num_buffers", "inference", "inference_batch", "inference_wait",
+               "replay_parameters", "kl_mask", "kl_threshold", "kl_mask_mode", "clone_losses", "policy_cloning_cost",
+               "value_cloning_cost"),
+    "a3g": ("tau", "distributed_step_size", "train_forward"),
+}
+# Flags that only another setting reads: given without it, each would be recorded in args.json and change nothing.
+# flag -> (the setting that reads it, the value it reads it with; None: only without that setting)
+READ_ONLY_WITH = {
+    "kl_threshold": ("kl_mask", True),
+    "kl_mask_mode": ("kl_mask", True),
+    "policy_cloning_cost": ("clone_losses", True),
+    "value_cloning_cost": ("clone_losses", True),
+    "inference_batch": ("inference", "server"),
+    "inference_wait": ("inference", "server"),
+    "amsgrad": ("optimizer", "Adam"),
+    "alpha": ("optimizer", "RMSprop"),
+    "momentum": ("optimizer", "RMSprop"),
+    "load": ("resume", None),  # a resumed run starts from its checkpoint's weights
+    "load_model_dir": ("load", True),
+}
+
+
+def cpu_share(text):
+    """--evaluator-cpu: 'auto' or a fraction of one core in (0, 1]."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a fraction of one core in (0, 1], got {text!r}")
+    return value
+
+
+def default_gpu_ids():
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else [-1]
+
+
+def build_parser(suppress_defaults=False):
+    p = OneLineParser(prog="main.py", description="A3G: asynchronous advantage actor-critic on CPU and GPU.",
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add = p.add_argument
+    # rl_a3c_pytorch's flags: same names, short forms and meaning
+    add("-l", "--lr", type=auto_or(float), default=AUTO,
+        help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlp/mlplstm")
+    add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
+    add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
+        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
+    add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
+    add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
+    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
+    add("-w", "--workers", type=int, default=usable_cores(), help="training processes (default: CPU cores)")
+    add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
+        help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
+    add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
+    add("-ev", "--env", default="PongNoFrameskip-v4",
+        help="gymnasium environment id, or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
+    add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
+        help="optimizer statistics shared by all workers; --no-shared-optimizer: one optimizer per worker (A3G only: "
+             "IMPALA's learner steps the shared one, whose statistics checkpoint.pt keeps)")
+    add("-ld", "--load", action="store_true",
+        help="start from the weights in <load-model-dir>/<env>.pt (a fresh run: not with --resume)")
+    add("-sm", "--save-max", action=argparse.BooleanOptionalAction, default=True,
+        help="save the evaluator's model only when its score matches or beats the best (else after every game)")
+    add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
+    add("-lmd", "--load-model-dir", default="trained_models/", help="folder --load reads <env>.pt from")
+    add("-smd", "--save-model-dir", default=None,
+        help="also keep the best model as <save-model-dir>/<env>.pt (it always goes to the run directory's "
+             "best_model.pt); a file there that another run wrote is replaced only by a better game")
+    add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
+    add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
+        help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
+    add("-a", "--amsgrad", action=argparse.BooleanOptionalAction, default=False,
+        help="Adam's amsgrad variant (needs --optimizer Adam)")
+    add("--alpha", type=float, default=0.99,
+        help="RMSprop's smoothing constant (TorchBeast's --alpha; needs --optimizer RMSprop)")
+    add("--momentum", type=float, default=0.0,
+        help="RMSprop's momentum (TorchBeast's --momentum; needs --optimizer RMSprop)")
+    add("--reward-clipping", default=AUTO, choices=[AUTO, "abs_one", "none"],
+        help="training rewards clipped to [-1, 1] (abs_one) or not (none); the evaluator always scores raw "
+             "rewards; auto: abs_one for Atari and retro games, none for classic control")
+    add("--skip-rate", type=int, default=4, help="emulator frames per agent step: Atari (the emulator's own for v5 ids) and retro games")
+    add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
+        help="LSTM hidden size (a3clstm, mlplstm) or the width of mlp's layers; auto: 512 for a3clstm, 64 for "
+             "mlp/mlplstm")
+    add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
+        help="write TensorBoard events into the run directory")
+    add("-evc", "--env-config", default=ATARI_CONFIG, help="per-game crop settings (JSON)")
+    add("--state", default=None,
+        help="retro games: start each episode from this save state (a .state file, or the name of one in the "
+             "game's integration folder); default: the game's own default state")
+    add("-dss", "--distributed-step-size", type=int, nargs="+", default=[],
+        help="rollout lengths handed out to the workers round-robin (overrides --num-steps)")
+    # a3g's own
+    add("--algo", default="a3g", choices=["a3g", "impala"],
+        help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
+    add("--batch-size", type=auto_or(int), default=AUTO,
+        help="IMPALA: unrolls per learner step; auto: 8, or two per env where there are fewer envs (retro games' "
+             "one env per actor), or what --num-buffers' slots can fill where that is less")
+    add("--backend", default="shm", choices=["shm", "ray"],
+        help="IMPALA: how unrolls and weights travel between the roles: shm (shared memory, one machine) or ray "
+             "(actors as Ray actors, on this machine or a cluster; pip install -r requirements-ray.txt)")
+    add("--ray-address", default=None, metavar="HOST:PORT",
+        help="--backend ray: join the Ray cluster whose head is at this address (what `ray start --head` prints) "
+             "instead of starting a local cluster for the run")
+    add("--max-policy-lag", type=int, default=None,
+        help="IMPALA: drop unrolls whose behaviour policy is more than this many versions old (default: keep all)")
+    add("--num-buffers", type=int, default=None,
+        help="IMPALA: unroll slots in shared memory, split between the actors (default: 2 per env, more where "
+             "--batch-size needs them; minimum: 2 per env)")
+    add("--inference", default=AUTO, choices=[AUTO, "local", "server"],
+        help="IMPALA: local (each actor acts with its own CPU copy of the weights) or server (one inference role "
+             "answers every actor's steps in batches, on the GPU when there is one); auto: local on a CPU-only "
+             "machine (measured faster there), server with GPUs")
+    add("--inference-batch", type=int, default=0,
+        help="IMPALA: most observations in one forward pass (default 0: every actor's envs); needs --inference "
+             "server")
+    add("--inference-wait", type=float, default=1.0,
+        help="IMPALA: most milliseconds to wait for more actors once one has asked; needs --inference server")
+    add("--replay-parameters", default=DEFAULT_REPLAY_PARAMETERS, metavar="JSON",
+        help="IMPALA: the batch's sources, a JSON list of {\"type\": queue|standard|custom, \"capacity\": N, "
+             "\"sample_ratio\": r, ...} (elite_buffer_vtrace's format; custom adds dist_function, p, "
+             "sample_strategy, insert_strategy, lambda_batch_multiplier, alfa_annealing_factor, "
+             "elite_sampling_strategy, elite_batch_size: each key only where its strategy reads it); r x "
+             "--batch-size unrolls from each, one queue of fresh unrolls required (README: Replay)")
+    add("--kl-mask", action=argparse.BooleanOptionalAction, default=False,
+        help="IMPALA: LASER's trust region: steps whose behaviour is too far from the learner's policy get no "
+             "V-trace target or policy gradient")
+    add("--kl-threshold", type=float, default=0.3,
+        help="IMPALA: a step is kept while its divergence is below this (elite_buffer_vtrace's default); needs "
+             "--kl-mask")
+    add("--kl-mask-mode", default="laser", choices=list(TRUST_REGION_MODES),
+        help="IMPALA, needs --kl-mask: laser (LASER paper: KL(pi || V-trace's implied policy) per step), kl_pi_mu "
+             "(elite_buffer_vtrace: KL(pi || mu) per step) or kl_mu_pi_cut (impala-laser: KL(mu || pi), the rest of "
+             "the unroll masked after the first failing step)")
+    add("--clone-losses", action=argparse.BooleanOptionalAction, default=False,
+        help="IMPALA with a replay: CLEAR's behavioural cloning on replayed unrolls (policy: KL from the stored "
+             "behaviour policy to the learner's; value: squared distance to the stored values)")
+    add("--policy-cloning-cost", type=float, default=0.01,
+        help="IMPALA: weight of the policy cloning loss (CLEAR's 0.01); needs --clone-losses")
+    add("--value-cloning-cost", type=float, default=0.005,
+        help="IMPALA: weight of the value cloning loss (CLEAR's 0.005); needs --clone-losses")
+    add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
+        help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlp for "
+             "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
+    add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
+        help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
+    add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
+        help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
+             "less exact); auto: on for Atari on a "
+             "CPU-only machine whose CPU has native bf16, else off")
+    add("--envs-per-worker", type=auto_or(int), default=AUTO,
+        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
+             "GPUs, 4 for classic control")
+    add("--train-forward", default=AUTO, choices=[AUTO, "stepped", "batched"],
+        help="A3G's training forward: stepped (the loss's graph is built while acting: fewest multiply-adds) or "
+             "batched (act without autograd, then one batched forward over the rollout: fewest kernels); "
+             "auto: batched for the feed-forward networks and with GPUs, stepped for the recurrent networks on a "
+             "CPU (measured faster there)")
+    add("--eps", "--epsilon", type=auto_or(float), default=AUTO,
+        help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop")
+    add("--max-frames", type=int, default=None, help="stop after this many frames in total (resumed ones included)")
+    add("--max-seconds", type=float, default=None, help="stop after this many seconds of this invocation")
+    add("--stop-score", type=float, default=None, help="stop ('solved') when the evaluator's mean reaches this")
+    add("--score-window", type=int, default=10, help="evaluator games in the mean that --stop-score tests")
+    add("--max-grad-norm", "--grad-norm-clipping", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
+    add("--run-dir", default=None, help="exact run directory (default: runs/<env>__<seed>__<timestamp>)")
+    add("--resume", default=None, help="continue from a run directory or its checkpoint.pt")
+    add("--evaluator-cpu", type=cpu_share, default="auto", metavar="auto|FRACTION",
+        help="the most of one core the evaluator uses, on average (it pauses between bits of games); auto: all of "
+             "one when the workers leave a core free, else a tenth of the machine (0.2 on 2 cores)")
+    add("--evaluator-nice", type=int, default=0, choices=range(0, 20), metavar="0..19",
+        help="scheduling niceness of the evaluator: 10 leaves the workers the CPU, but evaluator games, and so "
+             "'solved', come much later")
+    add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
+    add("--keep-checkpoints", type=int, default=3,
+        help="checkpoints kept: checkpoint.pt and the previous ones as checkpoint-<frames>.pt")
+    add("--max-restarts", type=int, default=5,
+        help="dead workers/evaluators replaced within 60 s before the run stops with an error")
+    add("--max-nonfinite", type=int, default=100,
+        help="non-finite updates in a row (each skipped) after which the run stops as diverged")
+    if suppress_defaults:
+        for action in p._actions:
+            action.default = argparse.SUPPRESS
+    return p
+
+
+def parse_args(argv):
+    args = build_parser().parse_args(argv)
+    explicit = vars(build_parser(suppress_defaults=True).parse_args(argv))
+    resumed = None
+    if args.resume:
+        resumed = load_checkpoint(args.resume, kind="checkpoint")
+        # A resumed run keeps its own settings; only flags given now change them. The GPUs are this machine's.
+        saved = resumed.get("args") or {}
+        # How the roles travel (--backend, --ray-address) is the machine's too: a ray run resumes on shm unless told.
+        saved_algo = saved.get("algo", "a3g")  # runs from before --algo were A3G's
+        algo = explicit.get("algo", saved_algo)
+        for key, value in saved.items():
+            if key not in explicit and key not in MACHINE_FLAGS and hasattr(args, key) and \
+                    carried(key, saved_algo, algo):
+                setattr(args, key, value)
+        if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
+            args.eps = AUTO  # the saved eps was the other optimizer's
+    check_algo_flags(args.algo, explicit)
+    return args, resumed, explicit
+
+
+def carried(key, saved_algo, algo):
+    """Whether a resumed run's saved flag carries over. One algorithm's own flag (ALGO_FLAGS) does only where both
+    runs are of that algorithm: a run of the other algorithm never chose it (older runs saved placeholders there),
+    so its default or ``auto`` stands, and ``auto`` is picked afresh for this run."""
+    owners = [name for name, flags in ALGO_FLAGS.items() if key in flags]
+    return not owners or (saved_algo == algo and algo in owners)
+
+
+def check_algo_flags(algo, given):
+    """A flag that only the other algorithm reads, given now, is refused: it would be recorded in args.json and
+    change nothing."""
+    for other, flags in ALGO_FLAGS.items():
+        wrong = [option(flag) for flag in flags if flag in given]
+        if other != algo and wrong:
+            raise ValueError(f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for --algo {other}, and this "
+                             f"run is --algo {algo}")
+
+
+def check_flags_read(args, given):
+    """A flag given now that nothing reads with this run's settings (the resumed run's included) is refused: it would
+    be recorded in args.json and change nothing. What a resumed run saved is not judged: it was not given now."""
+    for flag, (setting, wanted) in READ_ONLY_WITH.items():
+        value = getattr(args, setting)
+        if flag in given and not (value is None if wanted is None else value == wanted):
+            raise ValueError(f"{option(flag)} needs {requirement(setting, wanted, value)}, else it changes nothing")
+    if "replay_parameters" in given:  # the user's own keys: the defaults filled in for the others are fine
+        check_keys_read(args.replay_parameters)
+
+
+def check_impala_optimizer(args, given):
+    """IMPALA's learner is the only one stepping, with the shared optimizer, whose statistics checkpoint.pt keeps; a
+    private one's would be lost at every save and whenever the learner is replaced. Refused given now or saved by a
+    resumed run (an A3G run with one optimizer per worker, resumed as IMPALA)."""
+    if args.algo == "impala" and not args.shared_optimizer:
+        whose, fix = ("", "leave it out") if "shared_optimizer" in given else (" (the resumed run's)",
+                                                                               "give --shared-optimizer")
+        raise ValueError(f"--no-shared-optimizer{whose} is for --algo a3g: IMPALA's learner steps the shared "
+                         f"optimizer, whose statistics checkpoint.pt keeps ({fix})")
+
+
+def option(name):
+    return "--" + name.replace("_", "-")
+
+
+def requirement(setting, wanted, value):
+    """What READ_ONLY_WITH's ``(setting, wanted)`` asks for, in the user's terms."""
+    if wanted is True:
+        return option(setting)
+    if wanted is None:
+        return f"a run without {option(setting)}"
+    return f"{option(setting)} {wanted} (this run's is {value})"
+
+
+def check_args(args):
+    """Every check of user input, up front (after ``auto`` flags are resolved); raises ValueError with a one-line
+    reason."""
+    positive = {"--workers": args.workers, "--num-steps": args.num_steps, "--lr": args.lr,
+                "--hidden-size": args.hidden_size, "--skip-rate": args.skip_rate,
+                "--max-episode-length": args.max_episode_length, "--envs-per-worker": args.envs_per_worker,
+                "--score-window": args.score_window, "--checkpoint-interval": args.checkpoint_interval,
+                "--keep-checkpoints": args.keep_checkpoints, "--max-nonfinite": args.max_nonfinite}
+    for flag, value in positive.items():
+        if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(f"{flag} must be positive, got {value}")
+    if args.algo == "impala":
+        if args.batch_size <= 0:
+            raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
+        if args.num_buffers is not None and args.num_buffers <= 0:
+            raise ValueError(f"--num-buffers must be positive, got {args.num_buffers}")
+        if args.inference_batch < 0:
+            raise ValueError(f"--inference-batch must be >= 0, got {args.inference_batch}")
+        if not (args.inference_wait >= 0 and math.isfinite(args.inference_wait)):
+            raise ValueError(f"--inference-wait must be a finite number of milliseconds >= 0, got "
+                             f"{args.inference_wait}")
+        if args.max_policy_lag is not None and args.max_policy_lag < 0:
+            raise ValueError(f"--max-policy-lag must be >= 0, got {args.max_policy_lag}")
+        if batch_capacity(args) < args.batch_size:
+            raise ValueError(f"--batch-size {args.batch_size} needs more unroll slots than --num-buffers "
+                             f"{args.num_buffers} gives: they fill batches of at most {batch_capacity(args)} (each "
+                             f"actor claims --envs-per-worker slots at once); raise --num-buffers or leave it out, "
+                             f"or lower --batch-size")
+        specs = replay_specs(args.replay_parameters, args.batch_size)
+        if not (args.kl_threshold > 0 and math.isfinite(args.kl_threshold)):
+            raise ValueError(f"--kl-threshold must be a finite number > 0, got {args.kl_threshold}")
+        for flag, cost in (("--policy-cloning-cost", args.policy_cloning_cost),
+                           ("--value-cloning-cost", args.value_cloning_cost)):
+            if not (cost >= 0 and math.isfinite(cost)):
+                raise ValueError(f"{flag} must be a finite number >= 0, got {cost}")
+        if args.clone_losses and len(specs) == 1:
+            raise ValueError("--clone-losses clones replayed unrolls, and --replay-parameters has no replay: add a "
+                             "standard or custom one")
+    check_backend(args)
+    if is_retro(args.env) and args.envs_per_worker > 1:
+        raise ValueError(f"--envs-per-worker {args.envs_per_worker}: stable-retro runs one emulator per process, so "
+                         f"retro games take 1 env per worker; use --workers for more emulators")
+    if args.state is not None and not is_retro(args.env):
+        raise ValueError(f"--state is for stable-retro games; {args.env} is not one")
+    if args.max_restarts < 0:
+        raise ValueError(f"--max-restarts must be >= 0, got {args.max_restarts}")
+    if any(n <= 0 for n in args.distributed_step_size):
+        raise ValueError(f"--distributed-step-size entries must be positive, got {args.distributed_step_size}")
+    if not 0.0 < args.gamma <= 1.0:
+        raise ValueError(f"--gamma must be in (0, 1], got {args.gamma}")
+    if not 0.0 <= args.tau <= 1.0:
+        raise ValueError(f"--tau must be in [0, 1], got {args.tau}")
+    if not (args.eps > 0 and math.isfinite(args.eps)):
+        raise ValueError(f"--eps must be positive, got {args.eps}")
+    if not 0.0 <= args.alpha < 1.0:
+        raise ValueError(f"--alpha must be in [0, 1), got {args.alpha}")
+    if not 0.0 <= args.momentum < 1.0:
+        raise ValueError(f"--momentum must be in [0, 1), got {args.momentum}")
+    for flag in ("entropy_coef", "value_coef", "max_grad_norm"):
+        value = getattr(args, flag)
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"--{flag.replace('_', '-')} must be a finite number >= 0, got {value}")
+    if args.max_frames is not None and args.max_frames <= 0:
+        raise ValueError(f"--max-frames must be positive, got {args.max_frames}")
+    if args.max_seconds is not None and not args.max_seconds > 0:
+        raise ValueError(f"--max-seconds must be positive, got {args.max_seconds}")
+    if args.stop_score is not None and not math.isfinite(args.stop_score):
+        raise ValueError(f"--stop-score must be a finite number, got {args.stop_score}")
+    gpus = args.gpu_ids
+    if gpus != [-1]:
+        if any(g < 0 for g in gpus):
+            raise ValueError(f"--gpu-ids: use -1 alone for the CPU, or GPU indices >= 0, got {gpus}")
+        missing, count = missing_gpus(gpus)
+        if missing:
+            raise ValueError(f"--gpu-ids {missing} not available: this machine has {count} CUDA device(s) "
+                             f"(use --gpu-ids -1 for the CPU)")
+
+
+def check_backend(args):
+    """--backend ray: local inference, and Ray installed (an optional extra). (A3G given --backend at all was refused
+    by check_algo_flags.)"""
+    if args.backend == "shm":
+        if args.ray_address is not None:
+            raise ValueError("--ray-address is for --backend ray")
+        return
+    if args.inference == "server":
+        raise ValueError("--inference server is for --backend shm: with --backend ray each actor acts with its own "
+                         "copy of the weights (--inference local)")
+    try:
+        import ray  # noqa: F401  (only to learn whether it is there: main.py imports it when the run starts)
+    except ImportError as exc:
+        raise ValueError(f"--backend ray needs Ray, which is not installed here ({exc}): "
+                         f"pip install -r requirements-ray.txt") from None
+
+
+def environment_setup(args):
+    """Resolve the environment: its settings, the network's metadata, frames per step. Raises on bad input."""
+    crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
+    frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
+    retro = retro_env.resolve(args.env, args.state) if is_retro(args.env) else None
+    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack, retro)
+    # Retro games: this is the parent's one emulator, closed here, before any child starts (one per process).
+    env = make_env(settings, train=False)
+    obs_shape, num_actions = env.observation_space.shape, env.action_space.n
+    env.close()
+    meta = model_meta(choose_model(args.model, obs_shape), obs_shape, num_actions, args.hidden_size)
+    return settings, meta, frames_per_step(args.env, args.skip_rate)
+
+
+def validate(argv):
+    """Every check of what the user typed or points to, before anything starts. Returns
+    (args, settings, meta, resumed checkpoint or None, --load model or None); raises one of BAD_INPUT_ERRORS (or
+    SystemExit(2) from the parser for malformed flags)."""
+    args, resumed, given = parse_args(argv)
+    args.run_dir = choose_run_dir(args, resumed)  # a folder that would mix two runs is refused here
+    check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
+    on_gpu = args.gpu_ids != [-1]
+    args.defaults = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
+    check_args(args)
+    check_flags_read(args, given)
+    check_impala_optimizer(args, given)
+    settings, meta, args.frames_per_step = environment_setup(args)
+    if resumed is not None:
+        check_compatible(resumed, args.resume, args.env, meta)
+    loaded = None
+    if args.load:
+        model_path = os.path.join(args.load_model_dir, f"{env_file_name(args.env)}.pt")
+        loaded = load_checkpoint(model_path)
+        check_compatible(loaded, model_path, args.env, meta)
+    return args, settings, meta, resumed, loaded

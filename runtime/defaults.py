@@ -1,0 +1,148 @@
+"""Defaults that fit the environment family and the machine: what ``python main.py`` picks when a flag is not given.
+
+A few flags default to ``auto``. After parsing (and after a resumed run's saved flags are merged in, which are
+never ``auto``), ``resolve_defaults`` replaces each ``auto`` with the value that learned fastest for that family on
+that kind of machine, and returns what it picked with the reason, for the start-up line. A flag given on the
+command line is never touched, so rl_a3c_pytorch's commands keep their meaning. ``--eps`` follows ``--optimizer``
+(rl_a3c_pytorch's: Adam 1e-3, RMSprop 0.1).
+
+| family / machine | --model | --envs-per-worker | --lr | --bf16 | --hidden-size | --value-coef |
+|---|---|---|---|---|---|---|
+| Atari, CPU only | nature | 8 | 3e-4 | on where the CPU has native bf16 | - | 0.5 |
+| Atari, GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
+| classic control (vectors) | mlp | 4 | 2e-3 | off | 64 | 0.1 |
+| retro (stable-retro), CPU only | nature | 1 | 3e-4 | on where the CPU has native bf16 | - | 0.5 |
+| retro (stable-retro), GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
+
+Retro games are Atari's recipe with one environment per worker: stable-retro runs one emulator per process
+(BENCHMARKS.md, "Retro games: one emulator per process").
+
+``--reward-clipping`` is ``abs_one`` for Atari and retro games (rl_a3c_pytorch's and TorchBeast's), ``none`` for
+classic control.
+The auto flags that only one algorithm reads (IMPALA's ``--inference`` and ``--batch-size``, A3G's
+``--train-forward``) are None in the other's runs.
+IMPALA's ``--inference`` is ``local`` on a CPU (measured faster there) and ``server`` with GPUs (one model on the
+GPU for every actor; not yet timed on a GPU).
+``--train-forward`` is ``batched`` for the feed-forward networks (measured on a 2-core CPU: nature with 8 envs
+per worker 7% faster, mean of 3 pairs of bench runs) and with GPUs (fewer, larger kernels: 3.5x fewer device ops
+an update for nature, 1.4x for a3clstm; not yet timed on a GPU), ``stepped`` for the recurrent networks on a CPU
+(a3clstm with one env 6% slower batched, mlplstm 12% slower: the second forward costs more than batching saves).
+
+Where they come from (BENCHMARKS.md): on a 2-core CPU the Nature network with 8 envs per worker and bf16 runs at
+~5,200 frames/s and reached an evaluator mean of +18 on Pong in ~11 minutes, while rl_a3c_pytorch's A3C-LSTM with
+one env per worker runs at ~680 frames/s and needs hours. On GPUs the A3C-LSTM keeps rl_a3c_pytorch's settings
+until GPU measurements say otherwise. CartPole's set solves it in 9-12 s on 2 cores (5 of 5 runs; the
+LSTM network it replaced, mlplstm, needed 22-88 s and failed 2 of 5 within 90 s). A learning rate that is not
+given follows the network: rl_a3c_pytorch's 1e-4 for its A3C-LSTM, 3e-4 for the feed-forward networks.
+"""
+
+import gymnasium as gym
+
+from envs.environment import is_registered
+from model import RECURRENT_MODELS
+from shared_optim import DEFAULT_EPS
+
+AUTO = "auto"
+
+LR = {"a3clstm": 1e-4, "nature": 3e-4, "resnet": 3e-4, "mlplstm": 2e-3, "mlp": 2e-3}
+HIDDEN = {"a3clstm": 512, "mlplstm": 64, "mlp": 64, "nature": 512, "resnet": 512}  # feed-forward nets ignore it
+ONE_ALGORITHMS_AUTO = ("inference", "batch_size", "train_forward")  # auto flags that only one --algo reads
+
+
+def auto_or(kind):
+    """An argparse ``type`` that accepts ``auto`` or a value of ``kind``."""
+
+    def parse(text):
+        return AUTO if text == AUTO else kind(text)
+
+    parse.__name__ = kind.__name__  # argparse names the type in its error message
+    return parse
+
+
+FAMILY_NAMES = {"atari": "Atari", "retro": "retro games", "classic": "classic control"}
+
+
+def resolve_defaults(args, family, on_gpu, native_bf16):
+    """Fill every ``auto`` flag of ``args`` in place for ``family`` (``atari``, ``retro`` or ``classic``, from
+    ``environment.family``). Returns ``(description, [(flag, value), ...])`` of what was picked, the description
+    naming the family and machine (empty list: every flag was given)."""
+    machine = "GPUs" if on_gpu else "a CPU-only machine" + (" with native bf16" if native_bf16 else "")
+    description = f"{FAMILY_NAMES[family]} on {machine}"
+    frames = family in ("atari", "retro")
+    picked = []
+
+    def pick(name, value):
+        if getattr(args, name) == AUTO:
+            setattr(args, name, value)
+            picked.append(("--" + name.replace("_", "-"), value))
+
+    if frames:
+        pick("model", "a3clstm" if on_gpu else "nature")
+        pick("envs_per_worker", 1 if on_gpu or family == "retro" else 8)  # retro: one emulator per process
+        pick("bf16", bool(native_bf16 and not on_gpu))
+    else:
+        pick("model", "mlp")
+        pick("envs_per_worker", 4)
+        pick("bf16", False)
+    model = args.model
+    pick("lr", LR.get(model, 1e-4))
+    pick("hidden_size", HIDDEN.get(model, 512))
+    pick("value_coef", 0.5 if frames else 0.1)
+    train_forward = "batched" if on_gpu or model not in RECURRENT_MODELS else "stepped"
+    pick("reward_clipping", "abs_one" if frames else "none")
+    if args.algo == "impala":
+        pick("inference", "server" if on_gpu and args.backend == "shm" else "local")  # ray: each actor its own copy
+        # 8 unrolls, or two of each environment where there are fewer; with --num-buffers, what its slots can fill
+        pick("batch_size", min(8, 2 * args.workers * args.envs_per_worker if args.num_buffers is None
+                               else batch_capacity(args)))
+    else:
+        pick("train_forward", train_forward)
+    # The other algorithm's are nobody's choice: None in args.json, not auto, and not a placeholder value that a run
+    # resumed with that other --algo would take for the user's
+    for name in ONE_ALGORITHMS_AUTO:
+        if getattr(args, name) == AUTO:
+            setattr(args, name, None)
+    pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer
+    return description, picked
+
+
+def slots_per_actor(args):
+    """IMPALA's unroll slots per actor: ``--num-buffers`` split between the actors, and at least two unrolls of each
+    of an actor's environments (one being filled while the other waits for the learner); without ``--num-buffers``,
+    also enough that the actors can always fill a batch (``batch_capacity``)."""
+    least = 2 * args.envs_per_worker
+    if args.num_buffers is None:  # B <= batch_capacity(args)
+        claimed_at_once = args.envs_per_worker if args.backend == "shm" else 1  # Ray's queue: no claims
+        least = max(least, -(-args.batch_size // args.workers) + claimed_at_once - 1)
+    return max((args.num_buffers or 0) // args.workers, least)
+
+
+def batch_capacity(args):
+    """The largest batch the shared-memory slots can always fill. An actor claims one slot per environment at once
+    (E of them), so while the learner waits for full slots each actor may be stuck with up to E - 1 free ones it
+    cannot use: a batch larger than ``workers * (per_actor - E + 1)`` could wait for ever. (Ray's backend queues
+    as many unrolls as there are slots, and nothing claims them.)"""
+    if args.backend == "ray":
+        return args.workers * slots_per_actor(args)
+    return args.workers * (slots_per_actor(args) - args.envs_per_worker + 1)
+
+
+def describe(description, picked):
+    """The start-up line's part about defaults."""
+    if not picked:
+        return ""
+    flags = " ".join(flag if value is True else f"--no-{flag[2:]}" if value is False else f"{flag} {value:g}"
+                     if isinstance(value, float) else f"{flag} {value}" for flag, value in picked)
+    return f"defaults for {description}: {flags}"
+
+
+def final_slots(settings, unroll_length):
+    """K, the most episodes a time limit can cut within one environment's unroll of ``T`` steps: each cut ends an
+    episode of L steps, so ceil(T / L) for the shortest limit L (``--max-episode-length``, or the environment's
+    own, e.g. CartPole-v1's 500; counted in agent steps as if each were ``--skip-rate`` of its steps, which can
+    only overestimate). 1 for any usual setting: an unroll stores one extra observation, not T of them."""
+    limits = [settings.max_episode_length]
+    own = gym.spec(settings.env_id).max_episode_steps if is_registered(settings.env_id) else None
+    if own:
+        limits.append(max(1, own // max(1, settings.skip_rate)))
+    return -(-unroll_length // min(limits))

@@ -1,0 +1,148 @@
+"""The evaluator, for A3G and IMPALA alike: plays full games greedily with the latest shared weights, logs them, keeps the best model.
+
+Games are whole (no life-loss episodes) and scored with raw, unclipped rewards. After every game it
+- prints one line and appends a row to ``progress.csv`` (and TensorBoard, with the workers' latest losses);
+- saves the weights that played it to the run directory's ``best_model.pt``: with ``--save-max`` (the default)
+  only games at least as good as the run's best so far, else every game; with ``--save-model-dir`` also to
+  ``<save-model-dir>/<env>.pt``, where a file another run wrote is replaced only by a better game;
+- declares the run solved once the mean of the last ``--score-window`` games reaches ``--stop-score``.
+"""
+
+import collections
+import csv
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from core.errors import BadInput
+from core.files import atomic_torch_save
+from core.hardware import device_for
+from core.logs import file_logger, format_time
+from core.play import play_game
+from envs.environment import make_env
+from model import build_model, fast_layout
+from runtime.checkpoints import load_checkpoint, model_file
+from runtime.processes import CpuPacer, evaluator_cpu_share, parent_alive, setup_child_process
+
+
+def evaluate(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames, run_started):
+    """``start_seconds`` and ``start_frames``: the run's time and frames when this invocation began (at
+    ``run_started``, a ``time.time()``), so that times and frames/s stay right across resumes and restarts."""
+    setup_child_process(args.seed + args.workers, parent_pid)
+    # With one worker per core, fair scheduling would give the evaluator a third of a 2-core machine. It paces
+    # itself to --evaluator-cpu of a core instead; --evaluator-nice lowers its priority as well (see BENCHMARKS.md).
+    pacer = CpuPacer(evaluator_cpu_share(args.evaluator_cpu, args.workers), state.stop)
+    if args.evaluator_nice:
+        os.nice(args.evaluator_nice)
+    device = device_for(args.gpu_ids, 0)
+    if device.type == "cuda":  # else CUDA's current device stays cuda:0, where allocations could land
+        torch.cuda.set_device(device)
+    env = make_env(settings, train=False)
+    env.reset(seed=args.seed + args.workers)
+    model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
+    model.eval()
+
+    def keep_playing(length):
+        """Between bits of a game: keep to the CPU share, and give up the game when the run stops."""
+        pacer.pace()
+        return length % 100 != 0 or not (state.stop.is_set() or not parent_alive(parent_pid))
+
+    logger = file_logger("a3g.test", paths["log_file"])
+    writer = None
+    if args.tensorboard_logger:
+        from torch.utils.tensorboard import SummaryWriter  # imported here: only the evaluator writes events
+
+        writer = SummaryWriter(paths["run_dir"])
+    with open(paths["progress"], "a", newline="") as f:
+        progress = csv.writer(f)
+        scores = collections.deque(maxlen=args.score_window)
+        while not state.stop.is_set() and parent_alive(parent_pid):
+            model.load_state_dict(shared_model.state_dict())
+            result = play_game(env, model, device, args.max_episode_length, between=keep_playing)
+            if result is None:
+                break
+            episode_return, length = result
+            scores.append(episode_return)
+            mean_return = float(np.mean(scores))
+            elapsed = time.time() - run_started
+            frames = state.frames.value
+            fps = (frames - start_frames) / max(elapsed, 1e-9)
+            state.eval_episodes.value += 1
+            if len(scores) == args.score_window:
+                state.best_mean_return.value = max(state.best_mean_return.value, mean_return)
+
+            line = (f"Time {format_time(start_seconds + elapsed)}, frames {int(frames)}, fps {fps:.0f}, "
+                    f"episode reward {episode_return:g}, episode length {length}, reward mean {mean_return:.4f}")
+            print(line, flush=True)
+            logger.info(line)
+            progress.writerow([f"{start_seconds + elapsed:.2f}", int(frames), state.episodes.value,
+                               episode_return, length, f"{mean_return:.4f}", f"{fps:.1f}"])
+            f.flush()
+            if writer is not None:
+                step = int(frames)
+                writer.add_scalar("charts/episodic_return", episode_return, step)
+                writer.add_scalar("charts/episodic_length", length, step)
+                writer.add_scalar("charts/SPS", fps, step)
+                policy_loss, value_loss, entropy, grad_norm = state.losses[:]
+                if not math.isnan(entropy):  # NaN: no update yet (a 0 here would read as a collapsed policy)
+                    writer.add_scalar("losses/policy_loss", policy_loss, step)
+                    writer.add_scalar("losses/value_loss", value_loss, step)
+                    writer.add_scalar("losses/entropy", entropy, step)
+                    writer.add_scalar("losses/grad_norm", grad_norm, step)
+                if args.algo == "impala":  # how many versions behind the learner the latest batch's actors were
+                    for name, lag in zip(("min", "mean", "max"), state.policy_lag[:]):
+                        writer.add_scalar(f"impala/policy_lag_{name}", lag, step)
+                    if args.kl_mask:  # the share of the latest batch's steps outside the trust region
+                        writer.add_scalar("impala/masked_fraction", state.masked_recent.value, step)
+                    policy_cloning, value_cloning = state.cloning[:]
+                    if args.clone_losses and not math.isnan(policy_cloning):
+                        writer.add_scalar("impala/policy_cloning", policy_cloning, step)
+                        writer.add_scalar("impala/value_cloning", value_cloning, step)
+                writer.flush()
+
+            # A branch's first game is saved whatever the parent's best: the branch's folder has no model yet.
+            if (not args.save_max or episode_return >= state.best_return.value
+                    or not os.path.exists(paths["best_model"])):
+                payload = model_file(settings.as_dict(), meta, model.state_dict(), episode_return, frames,
+                                     paths["run_dir"])
+                save_model(paths["best_model"], payload, logger)  # the run's own folder: only this run writes
+                if paths["export_model"] is not None and may_replace(paths["export_model"], payload):
+                    save_model(paths["export_model"], payload, logger)
+            state.best_return.value = max(state.best_return.value, episode_return)
+
+            if args.stop_score is not None and len(scores) == args.score_window and mean_return >= args.stop_score:
+                state.solved.value = 1
+                state.stop.set()
+            pacer.pace()
+    if writer is not None:
+        writer.close()
+
+
+def may_replace(path, payload):
+    """Whether the evaluator may write ``payload`` to ``path`` (in ``--save-model-dir``): a file this run wrote, or
+    none; a model file that another run (or the project) keeps, only with a better game. A file that is no
+    readable model is kept."""
+    if not os.path.exists(path):
+        return True
+    try:
+        held = load_checkpoint(path, kind="model")
+    except BadInput:
+        return False
+    if held.get("run") == payload["run"]:
+        return True
+    return payload["return"] > float(held.get("return", math.nan))  # an exported model (NaN) has no score to beat
+
+
+def save_model(path, payload, logger):
+    """The weights that just played, with what is needed to rebuild them: small, plain, safe to load. A failed write
+    (disk full, say) leaves the previous file intact, and the evaluator goes on."""
+    try:
+        atomic_torch_save(payload, path)
+    except OSError as exc:
+        print(f"a3g: could not save {path} ({exc.strerror or exc}); the previous model file is intact",
+              file=sys.stderr, flush=True)
+        logger.info(f"could not save {path}: {exc}")

@@ -1,0 +1,74 @@
+"""The run's child processes: how each starts (dies with its parent, leaves Ctrl-C to the supervisor, one thread,
+seeded), and how the evaluator keeps to its share of a CPU core.
+
+The state the processes share is in run_state.py, checkpoint files in checkpoints.py.
+"""
+
+import ctypes
+import os
+import signal
+import time
+
+import torch
+
+from core.hardware import usable_cores
+
+
+def setup_child_process(seed, parent_pid):
+    """First lines of every child: die with the parent, Ctrl-C left to the supervisor, one thread, seeded torch.
+
+    The terminal sends Ctrl-C (SIGINT) to the whole process group. A child that died of it could do so mid-write or
+    mid-update; instead children ignore it and stop when the supervisor sets the stop flag. main.py blocks SIGINT
+    while it spawns us, so one that arrives while this process is still importing torch waits, then is ignored here.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    # If the supervisor is killed outright (SIGKILL: nothing can be saved), the kernel sends us SIGTERM, so no
+    # orphan keeps memory or a GPU. The loops also check parent_alive(), for systems without prctl.
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if not parent_alive(parent_pid):  # the parent died before prctl took effect
+        os._exit(1)
+    # One thread per process: with N workers on N cores, more threads only fight over the same cores.
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+
+
+def parent_alive(parent_pid):
+    """False once the supervisor is gone (killed with SIGKILL, say): the child is re-parented and must exit."""
+    return os.getppid() == parent_pid
+
+
+def evaluator_cpu_share(setting, workers, cores=None):
+    """--evaluator-cpu as a number: the fraction of one core the evaluator may use on average.
+
+    'auto': when the workers leave a core free the evaluator has it all (1.0); otherwise it gets a tenth of the
+    machine (0.2 of a core on 2 cores), instead of the 1/(workers + 1) of it that fair scheduling would give it: a
+    third of a 2-core machine with 2 workers, which the workers are better at using."""
+    if setting != "auto":
+        return float(setting)
+    cores = cores or usable_cores()
+    return 1.0 if workers < cores else min(1.0, 0.1 * cores)
+
+
+class CpuPacer:
+    """Keeps a process's CPU use at ``share`` of one core on average: ``pace()``, called between small bits of
+    work, sleeps long enough that the CPU time spent since the last call is ``share`` of the wall time. Sleeping
+    is ``stop.wait``, so a stop request ends it within 50 ms."""
+
+    def __init__(self, share, stop):
+        self.share, self.stop = share, stop
+        self._mark()
+
+    def _mark(self):
+        self.cpu, self.wall = time.process_time(), time.monotonic()
+
+    def pace(self):
+        if self.share >= 1.0:
+            return
+        owed = (time.process_time() - self.cpu) / self.share - (time.monotonic() - self.wall)
+        if owed > 0:
+            self.stop.wait(owed)
+        self._mark()

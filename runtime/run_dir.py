@@ -1,0 +1,148 @@
+"""The run directory: where it is, ``args.json``, the ``progress.csv`` header, and the run's flags and results in
+TensorBoard.
+
+A run directory belongs to one line of training, so nothing in it is ever overwritten by another: a fresh run never
+writes into a folder that holds a run, and a resume continues in place only from the folder's newest state. A resume
+from an earlier state (an archived ``checkpoint-<frames>.pt``, or a ``checkpoint.pt`` that the folder's progress has
+gone past) is a branch: it writes into a new folder, ``<run>-from-<frames>``, whose ``progress.csv`` starts with the
+parent's rows up to that point, so that frames never go backwards within one file and both branches stay whole.
+"""
+
+import csv
+import datetime
+import json
+import math
+import os
+
+from core.files import env_file_name
+from runtime.checkpoints import frames_on_disk
+
+PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
+BEST_MODEL = "best_model.pt"
+RUN_FILES = ("args.json", "progress.csv", "summary.json", "checkpoint.pt", BEST_MODEL)  # a folder with one holds a run
+
+
+def resumed_run_dir(path):
+    """The run directory that ``--resume PATH`` names: PATH itself, or the folder of a checkpoint file."""
+    return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+
+
+def holds_run(folder):
+    return any(os.path.exists(os.path.join(folder, name)) for name in RUN_FILES)
+
+
+def unused_folder(stem):
+    """``stem``, or ``stem-2``, ``stem-3``, ... : the first that holds no run."""
+    folder, n = stem, 1
+    while holds_run(folder):
+        n += 1
+        folder = f"{stem}-{n}"
+    return folder
+
+
+def progress_frames(folder):
+    """The frames of each row of ``folder``'s progress.csv (empty when there is none)."""
+    try:
+        with open(os.path.join(folder, "progress.csv"), newline="") as f:
+            return [float(row["frames"]) for row in csv.DictReader(f) if row.get("frames")]
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def newest_frames(folder, resume_path, resumed):
+    """The most frames that anything in the run directory reached: its checkpoint.pt, the archives' names, the
+    evaluator's rows in progress.csv (a run killed outright may have logged games past its last checkpoint)."""
+    found = progress_frames(folder)
+    for name in os.listdir(folder):
+        stem, ext = os.path.splitext(name)
+        if ext == ".pt" and stem.startswith("checkpoint-") and stem[len("checkpoint-"):].isdigit():
+            found.append(int(stem[len("checkpoint-"):]))
+    on_disk = frames_on_disk(os.path.join(folder, "checkpoint.pt"), resume_path, resumed)
+    return max(found + ([on_disk] if on_disk is not None else []), default=None)
+
+
+def choose_run_dir(args, resumed):
+    """Where this run writes (``args.run_dir`` is the ``--run-dir`` given, or None). Raises ValueError, one line,
+    for a folder that would mix two runs."""
+    given = args.run_dir
+    if resumed is None:
+        if given is None:
+            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            return unused_folder(os.path.join("runs", f"{env_file_name(args.env)}__{args.seed}__{stamp}"))
+        if holds_run(given):
+            raise ValueError(f"--run-dir {given} already holds a run: continue it with --resume {given}, or name a "
+                             f"new folder")
+        return given
+    source, frames = resumed_run_dir(args.resume), int(resumed["frames"])
+    newest = newest_frames(source, args.resume, resumed)
+    branch = newest is not None and newest > frames
+    if given is None:
+        return unused_folder(f"{source.rstrip(os.sep)}-from-{frames}") if branch else source
+    if os.path.abspath(given) == os.path.abspath(source):
+        if branch:
+            raise ValueError(f"{source} went on to {newest:.0f} frames, past the {frames} of {args.resume}: that "
+                             f"resume is a branch and writes elsewhere; leave out --run-dir or name a new folder")
+        return given
+    if holds_run(given):
+        raise ValueError(f"--run-dir {given} already holds a run; name a new folder for the resumed run")
+    return given
+
+
+def prepare_run_dir(args, resumed):
+    """Create the folders, write ``args.json`` and start ``progress.csv``: a fresh run's header; in place, the file
+    as it is; a branch, the header and the parent's rows up to the state it resumed from."""
+    for folder in (args.run_dir, args.save_model_dir, args.log_dir):
+        if folder is not None:
+            os.makedirs(folder, exist_ok=True)
+    name = env_file_name(args.env)
+    paths = {
+        "run_dir": args.run_dir,
+        "progress": os.path.join(args.run_dir, "progress.csv"),
+        "checkpoint": os.path.join(args.run_dir, "checkpoint.pt"),
+        "summary": os.path.join(args.run_dir, "summary.json"),
+        "best_model": os.path.join(args.run_dir, BEST_MODEL),
+        "export_model": os.path.join(args.save_model_dir, f"{name}.pt") if args.save_model_dir else None,
+        "log_file": os.path.join(args.log_dir, f"{name}_log"),
+    }
+    with open(os.path.join(args.run_dir, "args.json"), "w") as f:
+        json.dump(vars(args), f, indent=2, sort_keys=True)
+    if resumed is None or not os.path.exists(paths["progress"]):
+        rows = parent_rows(args, resumed) if resumed is not None else []
+        with open(paths["progress"], "w", newline="") as f:
+            csv.writer(f).writerows([PROGRESS_FIELDS] + rows)
+    return paths
+
+
+def parent_rows(args, resumed):
+    """A branch's history: the rows of the run it resumed from, up to the resumed state's frames."""
+    source = resumed_run_dir(args.resume)
+    if os.path.abspath(source) == os.path.abspath(args.run_dir):
+        return []
+    try:
+        with open(os.path.join(source, "progress.csv"), newline="") as f:
+            reader = csv.reader(f)
+            if next(reader, None) != PROGRESS_FIELDS:
+                return []
+            return [row for row in reader if len(row) > 1 and float(row[1]) <= float(resumed["frames"])]
+    except (OSError, ValueError):
+        return []
+
+
+def write_tensorboard_hparams(args):
+    """The flags as a text table, at the start (CleanRL's way: readable even while the run goes on)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(args.run_dir) as writer:
+        table = "\n".join(f"|{key}|{value}|" for key, value in sorted(vars(args).items()))
+        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+
+
+def write_tensorboard_results(args, summary):
+    """The flags and the run's results for TensorBoard's HPARAMS tab, at the end: runs compared side by side."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    hparams = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in vars(args).items()}
+    metrics = {f"hparam/{k}": float(summary[k] if summary[k] is not None else math.nan)
+               for k in ("best_mean_return", "best_return", "frames", "seconds")}
+    with SummaryWriter(args.run_dir) as writer:
+        writer.add_hparams(hparams, metrics, run_name=".", global_step=summary["frames"])

@@ -1,0 +1,100 @@
+"""The state the supervisor and every role share: counters, flags and the latest losses, lock-free."""
+
+import math
+import time
+
+
+class StopFlag:
+    """The run's stop request: one byte of shared memory, read and written without a lock.
+
+    Not a ``multiprocessing.Event``: its wait() and set() share a lock and semaphores, and a child killed while
+    waiting on it (SIGTERM to the process group, a SIGKILL) leaves them so that the supervisor's next set() blocks
+    for ever. A byte cannot be left half-changed."""
+
+    def __init__(self, ctx):
+        self._flag = ctx.RawValue("b", 0)
+
+    def set(self):
+        self._flag.value = 1
+
+    def is_set(self):
+        return bool(self._flag.value)
+
+    def wait(self, timeout):
+        """Sleep up to ``timeout`` seconds, less if the flag is set meanwhile (checked every 50 ms)."""
+        end = time.monotonic() + timeout
+        while not self._flag.value:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, 0.05))
+        return True
+
+
+class SlotCounter:
+    """A count that several processes add to without a lock: each worker rank adds to its own slot (a restarted
+    worker takes over its rank's slot), readers sum the slots."""
+
+    def __init__(self, ctx, typecode, slots, base=0):
+        self._base = base
+        self._slots = ctx.RawArray(typecode, slots)
+
+    def add(self, slot, amount):
+        self._slots[slot] += amount  # only this slot's worker writes it
+
+    @property
+    def value(self):
+        return self._base + sum(self._slots)
+
+
+class RunState:
+    """Counters, flags and the latest losses, in shared memory. Built by main.py, handed to every child.
+
+    All of it is lock-free: every field has one writer (or, for the counters, one slot per worker). A child killed
+    at any instant (a signal to the process group, the supervisor's SIGKILL of a stuck child) therefore cannot
+    leave a lock held that the supervisor would then wait on for ever.
+
+    Everything else a child needs (flags, environment settings, model metadata) is plain data passed at spawn.
+    """
+
+    def __init__(self, ctx, workers, frames=0.0, episodes=0, best_return=-math.inf, best_mean_return=-math.inf,
+                 eval_episodes=0):
+        self.stop = StopFlag(ctx)  # set by anyone: every process winds down at its next check
+        # when this invocation of the run began (time.monotonic(), one clock for every process of the machine): a
+        # replaced role measures how far the run is (--max-seconds) from it, not from its own start
+        self.started = ctx.RawValue("d", time.monotonic())
+        self.solved = ctx.RawValue("b", 0)  # set by the evaluator when the score window reaches --stop-score
+        self.frames = SlotCounter(ctx, "d", workers, float(frames))  # emulator frames, resumed ones included
+        self.episodes = SlotCounter(ctx, "q", workers, int(episodes))  # finished training games (not lives)
+        self.nonfinite = SlotCounter(ctx, "q", workers)  # updates skipped for a non-finite loss or gradient
+        self.diverged = ctx.RawValue("b", 0)  # set by a worker after --max-nonfinite skipped updates in a row
+        self.failed = ctx.RawValue("b", 0)  # set by a role that cannot go on and has said why: the run stops
+        # written by the evaluator only
+        self.best_return = ctx.RawValue("d", float(best_return))
+        self.best_mean_return = ctx.RawValue("d", float(best_mean_return))
+        self.eval_episodes = ctx.RawValue("q", int(eval_episodes))
+        # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
+        self.losses = ctx.RawArray("d", 4)
+        self.losses[:] = [math.nan] * 4  # NaN until the first update: nothing to log before it
+        # IMPALA: written by the learner (policy lag of its latest batch: min, mean, max versions; unrolls dropped
+        # for --max-policy-lag) and by each actor in its slot (times it found all its slots full)
+        self.policy_lag = ctx.RawArray("d", 3)
+        self.dropped = ctx.RawValue("q", 0)
+        self.actor_waits = SlotCounter(ctx, "q", workers)
+        self.actor_restarts = ctx.RawValue("q", 0)  # --backend ray: actors the learner replaced
+        self.inference = ctx.RawArray("d", 2)  # --inference server: batches answered, observations in them
+        # --kl-mask: steps the trust region masked and steps seen, since the start (the learner writes them)
+        self.masked = ctx.RawArray("d", 2)
+        self.masked_recent = ctx.RawValue("d", 0.0)  # the fraction masked in the learner's latest batch
+        # --clone-losses: the learner's latest policy and value cloning losses, per step (NaN until the first)
+        self.cloning = ctx.RawArray("d", 2)
+        self.cloning[:] = [math.nan] * 2
+
+    def mean_inference_batch(self):
+        batches, observations = self.inference[:]
+        return observations / batches if batches else 0.0
+
+    def add(self, rank, frames, episodes):
+        self.frames.add(rank, frames)
+        if episodes:
+            self.episodes.add(rank, episodes)

@@ -1,0 +1,142 @@
+"""Environment wrappers on real ALE games: shapes, dtypes, frame-skip, life loss, configuration errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from core.errors import BadInput
+from envs.environment import (
+    ATARI_CONFIG,
+    EnvSettings,
+    env_conf_for,
+    frames_per_step,
+    load_env_config,
+    make_env,
+    process_frame,
+)
+
+
+def ale_frame(env):
+    return env.unwrapped.ale.getEpisodeFrameNumber()
+
+
+@pytest.mark.parametrize("env_id", ["PongNoFrameskip-v4", "ALE/Pong-v5"])
+@pytest.mark.parametrize("train", [True, False])
+def test_atari_observation_shape_and_dtype(env_id, train):
+    env = make_env(EnvSettings(env_id), train=train)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (1, 80, 80) and obs.dtype == np.float32
+    assert env.observation_space.shape == (1, 80, 80)
+    obs, reward, terminated, truncated, _ = env.step(0)
+    assert obs.shape == (1, 80, 80) and obs.dtype == np.float32 and np.isfinite(obs).all()
+    assert env.action_space.n == 6
+
+
+def test_frame_skip_v4_is_ours_v5_is_the_emulators():
+    v4 = make_env(EnvSettings("PongNoFrameskip-v4", skip_rate=4), train=False)
+    v5 = make_env(EnvSettings("ALE/Pong-v5", skip_rate=4), train=False)
+    for env in (v4, v5):
+        env.reset(seed=0)
+        before = ale_frame(env)
+        for _ in range(10):
+            env.step(0)
+        # 10 agent steps are 40 emulator frames in both: no second skip on top of v5's own
+        assert ale_frame(env) - before == 40
+    assert frames_per_step("PongNoFrameskip-v4", 4) == 4
+    assert frames_per_step("ALE/Pong-v5", 4) == 4
+    assert frames_per_step("CartPole-v1", 4) == 1
+
+
+def test_skip_rate_changes_v5_emulator_skip():
+    env = make_env(EnvSettings("ALE/Pong-v5", skip_rate=2), train=False)
+    env.reset(seed=0)
+    before = ale_frame(env)
+    env.step(0)
+    assert ale_frame(env) - before == 2
+
+
+def play_until_life_lost(env, max_steps=5000):
+    env.reset(seed=3)
+    lives = env.unwrapped.ale.lives()
+    for step in range(max_steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if env.unwrapped.ale.lives() < lives:
+            return terminated
+    raise AssertionError("no life lost")
+
+
+def test_life_loss_ends_training_episode_only():
+    assert play_until_life_lost(make_env(EnvSettings("BreakoutNoFrameskip-v4"), train=True)) is True
+    assert play_until_life_lost(make_env(EnvSettings("BreakoutNoFrameskip-v4"), train=False)) is False
+
+
+def test_training_reset_after_life_loss_continues_the_game():
+    env = make_env(EnvSettings("BreakoutNoFrameskip-v4"), train=True)
+    play_until_life_lost(env)
+    lives = env.unwrapped.ale.lives()
+    env.reset()
+    assert env.unwrapped.ale.lives() == lives  # same game, one life fewer: not a new game
+
+
+def test_max_episode_length_cuts_episodes():
+    env = make_env(EnvSettings("PongNoFrameskip-v4", max_episode_length=7), train=False)
+    env.reset(seed=0)
+    results = [env.step(0) for _ in range(7)]
+    assert not any(r[3] for r in results[:-1]) and results[-1][3]
+
+
+def test_classic_control_passes_through():
+    env = make_env(EnvSettings("CartPole-v1"))
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4,) and obs.dtype == np.float32
+    total = 0
+    while True:
+        _, reward, terminated, truncated, _ = env.step(0)
+        total += reward
+        if terminated or truncated:
+            break
+    assert 5 <= total < 100  # pushing left always falls fast; rewards are not clipped or scaled
+
+
+def test_process_frame_crops_and_scales():
+    frame = np.zeros((210, 160), dtype=np.uint8)
+    frame[34:194] = 255  # the rows kept by the default crop
+    out = process_frame(frame, {"crop1": 34, "crop2": 34, "dimension2": 80})
+    assert out.shape == (1, 80, 80) and out.dtype == np.float32
+    np.testing.assert_allclose(out, 1.0)
+
+
+def test_env_config_lookup_and_errors(tmp_path):
+    config = load_env_config(ATARI_CONFIG)
+    assert env_conf_for("SpaceInvadersNoFrameskip-v4", config)["crop1"] == 8
+    assert env_conf_for("ALE/Pong-v5", config) == {"crop1": 34, "crop2": 34, "dimension2": 80}
+    assert env_conf_for("SeaquestNoFrameskip-v4", config) == config["Default"]
+    with pytest.raises(BadInput, match="not found"):
+        load_env_config(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(BadInput, match="not valid JSON"):
+        load_env_config(bad)
+    bad.write_text(json.dumps({"Default": {"crop1": "34", "crop2": 34, "dimension2": 80}}))
+    with pytest.raises(BadInput, match="integer"):
+        load_env_config(bad)
+    bad.write_text(json.dumps([1, 2]))
+    with pytest.raises(BadInput, match="Default"):
+        load_env_config(bad)
+
+
+def test_unknown_env_id():
+    with pytest.raises(BadInput, match="unknown environment"):
+        make_env(EnvSettings("NoSuchGame-v0"))
+
+
+def test_stacked_84x84_frames_for_feed_forward_networks():
+    env = make_env(EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4), train=True)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.float32
+    assert all(np.array_equal(obs[0], obs[i]) for i in range(4))  # a reset fills the stack with its frame
+    for _ in range(3):
+        obs, *_ = env.step(0)
+    obs2, *_ = env.step(0)  # each step shifts the stack by one frame: the newest is last
+    np.testing.assert_array_equal(obs2[:3], obs[1:])

@@ -1,0 +1,329 @@
+"""Retro console games (stable-retro): Airstriker-Genesis-v0, whose ROM ships with stable-retro, runs for real here;
+Super Mario Kart's integration is checked without its ROM (files load in stable-retro's own structures, its rules on
+crafted RAM readings)."""
+
+import gzip
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, command, out_dirs, read_json, run_main
+from core.errors import BadInput
+from envs import mario_kart, retro_env
+from envs.environment import EnvSettings, family, frames_per_step, make_env
+
+AIRSTRIKER = "Airstriker-Genesis-v0"
+SMK = "SuperMarioKart-Snes-v0"
+
+
+def run_script(name, *flags, timeout=300):
+    return subprocess.run([*command(name), *map(str, flags)], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The environment layer
+
+
+def test_family_and_frames():
+    assert family(AIRSTRIKER) == "retro" and family(SMK) == "retro"
+    assert family("PongNoFrameskip-v4") == "atari" and family("CartPole-v1") == "classic"
+    assert frames_per_step(AIRSTRIKER, 4) == 4
+
+
+def test_default_action_set_of_a_pad():
+    buttons = ["B", "A", "MODE", "START", "UP", "DOWN", "LEFT", "RIGHT", "C", "Y", "X", "Z"]
+    actions = retro_env.default_actions(buttons)
+    assert actions[0] == []
+    assert ["START"] not in actions and ["MODE"] not in actions
+    assert ["LEFT", "B"] in actions and ["RIGHT", "B"] in actions and ["Z"] in actions
+    assert len(actions) == len({tuple(a) for a in actions})
+
+
+def test_action_sets_from_the_config_file(tmp_path):
+    config = retro_env.load_retro_config()
+    genesis = retro_env.pad_buttons(AIRSTRIKER)
+    conf = retro_env.retro_conf_for(AIRSTRIKER, config, genesis)
+    assert conf["actions"] == config["games"]["Airstriker-Genesis"]["actions"]
+    # a Genesis game without its own entry gets the console's set; a console without one, the pad's default
+    assert retro_env.retro_conf_for("Other-Genesis-v0", config, genesis)["actions"] == \
+        config["systems"]["Genesis"]["actions"]
+    nes = retro_env.pad_buttons("SuperMarioBros-Nes-v0")
+    assert retro_env.retro_conf_for("SuperMarioBros-Nes-v0", config, nes)["actions"] == \
+        retro_env.default_actions(nes)
+    smk = retro_env.retro_conf_for(SMK, config, retro_env.pad_buttons(SMK))
+    assert len(smk["actions"]) == 9 and smk["rules"] == "mario_kart" and smk["crop"]["bottom"] == 112
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"games": {"Airstriker-Genesis": {"actions": [["TURBO"]]}}}))
+    with pytest.raises(BadInput, match="TURBO"):
+        retro_env.retro_conf_for(AIRSTRIKER, retro_env.load_retro_config(str(bad)), genesis)
+
+
+def test_retro_actions_press_the_named_buttons():
+    env = make_env(EnvSettings(AIRSTRIKER), train=False)
+    try:
+        wrapper = env
+        while not isinstance(wrapper, retro_env.RetroActions):
+            wrapper = wrapper.env
+        buttons = list(env.unwrapped.buttons)
+        for i, combo in enumerate(wrapper.combos):
+            pressed = [buttons[j] for j in np.flatnonzero(wrapper.action(i))]
+            assert sorted(pressed) == sorted(combo)
+        assert env.action_space.n == len(wrapper.combos) == 6
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("size,stack", [(80, 1), (84, 4)])
+def test_preprocessing_shapes_and_frame_skip(size, stack):
+    env = make_env(EnvSettings(AIRSTRIKER, skip_rate=4, frame_size=size, frame_stack=stack), train=True)
+    try:
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (stack, size, size) == env.observation_space.shape and obs.dtype == np.float32
+        frames_before = env.unwrapped.em.get_state()  # the emulator advances skip_rate frames per agent step
+        obs, reward, terminated, truncated, info = env.step(0)
+        assert obs.shape == (stack, size, size) and np.isfinite(obs).all()
+        assert {"score", "lives"} <= set(info)
+        assert frames_before != env.unwrapped.em.get_state()
+    finally:
+        env.close()
+
+
+def test_gray_crop_resize():
+    frame = np.zeros((224, 256, 3), dtype=np.uint8)
+    frame[:112] = 255  # the top half (Mario Kart's race view) white, the bottom half (the map) black
+    out = retro_env.process_retro_frame(frame, {"top": 0, "bottom": 112, "left": 0, "right": 0}, 84)
+    assert out.shape == (1, 84, 84) and np.allclose(out, 1.0)
+    whole = retro_env.process_retro_frame(frame, {"top": 0, "bottom": 0, "left": 0, "right": 0}, 80)
+    assert 0.4 < whole.mean() < 0.6
+
+
+def test_reward_scale_only_in_training_and_a_game_ends():
+    """Training rewards are scaled (Airstriker: 20 points a kill -> 1.0); the evaluator's are the game's points."""
+    totals = {}
+    for train in (True, False):
+        env = make_env(EnvSettings(AIRSTRIKER, frame_size=84, frame_stack=4), train=train)
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        rewards, done, steps = [], False, 0
+        while not done and steps < 3000:
+            _, reward, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            rewards.append(reward)
+            done, steps = terminated or truncated, steps + 1
+        env.close()
+        assert done, "a random Airstriker game ends within 3000 agent steps"
+        totals[train] = [r for r in rewards if r]
+    assert totals[False] and set(totals[False]) <= {20.0, 40.0, 60.0}
+    assert set(totals[True]) <= {1.0, 2.0, 3.0}
+
+
+def test_one_emulator_per_process_is_a_clear_error():
+    env = make_env(EnvSettings(AIRSTRIKER), train=False)
+    try:
+        with pytest.raises(BadInput, match="one|multiple"):
+            make_env(EnvSettings(AIRSTRIKER), train=False)
+    finally:
+        env.close()
+    make_env(EnvSettings(AIRSTRIKER), train=False).close()  # closed: the next one may start
+
+
+def test_state_flag_names_or_files(tmp_path):
+    assert retro_env.state_path(AIRSTRIKER, "Level1").endswith("Level1.state")
+    assert retro_env.state_path(AIRSTRIKER, None) is None
+    with pytest.raises(BadInput, match="Level1"):
+        retro_env.state_path(AIRSTRIKER, "Level9")
+    # a state file of one's own, here a copy of Level1: episodes start from it
+    copy = tmp_path / "mine.state"
+    with gzip.open(retro_env.state_path(AIRSTRIKER, "Level1"), "rb") as f:
+        data = f.read()
+    with gzip.open(copy, "wb") as f:
+        f.write(data)
+    settings = EnvSettings(AIRSTRIKER, retro=retro_env.resolve(AIRSTRIKER, str(copy)))
+    assert settings.retro["state"] == str(copy)
+    env = make_env(settings, train=False)
+    try:
+        assert env.unwrapped.initial_state == data
+    finally:
+        env.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command line: bad input, training, evaluation
+
+
+@pytest.mark.parametrize("flags,expected", [
+    (["--env", SMK], "python -m tools.retro_import DIR"),
+    (["--env", "SuperMarioWorld-Snes-v0"], "python -m stable_retro.import DIR"),
+    (["--env", AIRSTRIKER, "--envs-per-worker", "2"], "one emulator per process"),
+    (["--env", AIRSTRIKER, "--state", "Level9"], "no state of that name"),
+    (["--env", "CartPole-v1", "--state", "Level1"], "--state is for stable-retro games"),
+])
+def test_bad_retro_input_is_one_line_exit_2(flags, expected, tmp_path):
+    result = run_main(*flags, "--max-frames", "10", *out_dirs(tmp_path), timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in result.stderr
+    assert not os.path.exists(tmp_path / "run" / "summary.json")
+
+
+def test_missing_rom_with_the_tools():
+    for script, flags in (("retro_state.py", []), ("gym_eval.py", ["--env", SMK])):
+        result = run_script(script, *flags, timeout=120)
+        assert result.returncode == 2 and "python -m tools.retro_import DIR" in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    result = run_script("retro_import.py", "/no/such/folder", timeout=120)
+    assert result.returncode == 2 and "not a folder" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def airstriker_run(tmp_path_factory):
+    """A short real training run on Airstriker: one worker (one emulator), the evaluator (another)."""
+    tmp = tmp_path_factory.mktemp("airstriker")
+    result = run_main("--env", AIRSTRIKER, "--workers", "1", "--max-frames", "2000", "--max-seconds", "60",
+                      "--no-tensorboard-logger", *out_dirs(tmp), timeout=240)
+    assert result.returncode == 0, result.stderr
+    return tmp, result
+
+
+@pytest.mark.slow
+def test_training_run_on_airstriker(airstriker_run):
+    tmp, result = airstriker_run
+    assert "defaults for retro games on a CPU-only machine" in result.stdout and "--envs-per-worker 1" in result.stdout
+    summary = read_json(tmp / "run" / "summary.json")
+    assert summary["frames"] >= 2000 and summary["frames"] % 4 == 0  # emulator frames, 4 per agent step
+    args = read_json(tmp / "run" / "args.json")
+    assert args["env"] == AIRSTRIKER and args["envs_per_worker"] == 1 and args["model"] == "nature"
+    assert (tmp / "trained_models" / f"{AIRSTRIKER}.pt").is_file()
+
+
+@pytest.mark.slow
+def test_gym_eval_plays_records_and_scores_airstriker(airstriker_run, tmp_path):
+    tmp, _ = airstriker_run
+    model = tmp / "trained_models" / f"{AIRSTRIKER}.pt"
+    result = run_script("gym_eval.py", "--env", AIRSTRIKER, "--model-path", model, "--num-episodes", "2",
+                        "--max-episode-length", "300", "--record", tmp_path / "videos", "--render-freq", "2",
+                        "--json", tmp_path / "scores.json", "--log-dir", tmp_path / "logs", timeout=240)
+    assert result.returncode == 0, result.stderr
+    scores = read_json(tmp_path / "scores.json")
+    assert len(scores["episodes"]) == 2 and scores["env"] == AIRSTRIKER
+    assert all(e["return"] % 20 == 0 for e in scores["episodes"])  # the game's own points, not scaled ones
+    videos = sorted(os.listdir(tmp_path / "videos"))
+    assert len(videos) == 1 and videos[0].startswith(f"{AIRSTRIKER}_episode001")
+    import cv2
+
+    path = str(tmp_path / "videos" / videos[0])
+    if path.endswith(".mp4"):  # from the full-size RGB screen, at 60 / 4 = 15 fps
+        capture = cv2.VideoCapture(path)
+        ok, frame = capture.read()
+        assert ok and frame.shape[:2] == (224, 320)
+        assert abs(capture.get(cv2.CAP_PROP_FPS) - 15.0) < 0.01
+        capture.release()
+    assert f"{AIRSTRIKER}: mean" in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Super Mario Kart: a3g's integration, without the ROM
+
+
+def test_mario_kart_integration_loads_in_stable_retro():
+    r = retro_env.retro()
+    folder = os.path.join(retro_env.INTEGRATIONS, SMK)
+    data = r.data.GameData()
+    assert data.load(os.path.join(folder, "data.json"), os.path.join(folder, "scenario.json"))
+    variables = data.list_variables()
+    for name in ("checkpoint", "lap", "kart_status", "surface", "race_phase"):
+        assert name in variables
+    assert variables["checkpoint"] == {"address": 0x7E10C0, "type": "|u1"}
+    assert variables["surface"]["address"] == 0x7E10AE and variables["kart_status"]["address"] == 0x7E10A0
+    # stable-retro finds it by name (a3g's folder is registered) and would import the USA ROM into it
+    assert r.data.get_file_path(SMK, "scenario.json", r.data.Integrations.DEFAULT) == \
+        os.path.join(folder, "scenario.json")
+    game, ext, path = r.data.get_known_hashes()["47e103d8398cf5b7cbb42b95df3a3c270691163b"]
+    assert (game, ext, path) == (SMK, ".sfc", retro_env.INTEGRATIONS)
+    metadata = read_json(os.path.join(folder, "metadata.json"))
+    assert metadata["default_state"] == "MarioCircuit1"
+    # the scenario's end conditions are the rules' own
+    scenario = read_json(os.path.join(folder, "scenario.json"))
+    done = scenario["done"]["variables"]
+    assert scenario["done"]["condition"] == "any"
+    assert done["lap"] == {"op": "greater-or-equal", "reference": mario_kart.FINISH_LAP}
+    assert done["kart_status"]["reference"] == min(mario_kart.FELL_STATUSES)
+
+
+def reading(checkpoint=3, lap=129, kart_status=0, surface=64):
+    return {"checkpoint": checkpoint, "lap": lap, "kart_status": kart_status, "surface": surface}
+
+
+@pytest.mark.parametrize("prev,now,reward,over", [
+    (reading(), reading(checkpoint=4), 1.0, False),                     # one checkpoint forwards
+    (reading(), reading(checkpoint=5), 2.0, False),                     # two within one agent step
+    (reading(), reading(checkpoint=2), -1.0, False),                    # driving backwards
+    (reading(checkpoint=29), reading(checkpoint=0, lap=130), 1.0, False),   # across the lap line, forwards
+    (reading(checkpoint=0, lap=130), reading(checkpoint=29), -1.0, False),  # and back over it
+    (reading(), reading(surface=84), mario_kart.OFF_ROAD_PENALTY, False),   # Mario Circuit's off-road
+    (reading(), reading(surface=64), 0.0, False),                        # on the road, standing still
+    (reading(), reading(kart_status=2), 0.0, False),                     # a hop is not a fall
+    (reading(), reading(kart_status=4), mario_kart.FALL_PENALTY, True),  # fallen off the track
+    (reading(), reading(kart_status=8), mario_kart.FALL_PENALTY, True),  # into deep water
+    (reading(checkpoint=29, lap=132), reading(checkpoint=0, lap=133), 1.0, True),  # the fifth lap: race over
+    (None, reading(surface=90), mario_kart.OFF_ROAD_PENALTY, False),    # the first step of an episode
+])
+def test_mario_kart_rewards_and_race_end(prev, now, reward, over):
+    got_reward, got_over = mario_kart.race_step(prev, now)
+    assert got_reward == pytest.approx(reward) and got_over == over
+
+
+def test_mario_kart_wrapper_replaces_the_reward_and_ends_the_race():
+    import gymnasium as gym
+
+    class FakeRace(gym.Env):
+        """Replays crafted RAM readings, as stable-retro's info, with the scenario's lap reward."""
+        observation_space = gym.spaces.Box(0, 255, (4,), np.uint8)
+        action_space = gym.spaces.Discrete(2)
+
+        def __init__(self, readings):
+            self.readings, self.t = readings, 0
+
+        def reset(self, seed=None, options=None):
+            self.t = 0
+            return np.zeros(4, np.uint8), {}
+
+        def step(self, action):
+            info = self.readings[self.t]
+            self.t += 1
+            return np.zeros(4, np.uint8), 100.0, False, False, dict(info)
+
+    readings = [reading(checkpoint=0), reading(checkpoint=1, surface=84), reading(checkpoint=0),
+                reading(checkpoint=1, kart_status=6)]
+    env = mario_kart.MarioKartRules(FakeRace(readings))
+    env.reset()
+    steps = [env.step(0) for _ in readings]
+    assert [s[1] for s in steps] == pytest.approx([0.0, 1.0 + mario_kart.OFF_ROAD_PENALTY, -1.0,
+                                                   1.0 + mario_kart.FALL_PENALTY])
+    assert [s[2] for s in steps] == [False, False, False, True]
+    env.reset()
+    assert env.step(0)[1] == 0.0  # a new episode starts without a previous reading
+
+
+def test_mario_kart_without_its_start_state_says_how_to_make_it(tmp_path, monkeypatch):
+    """With a (fake) imported ROM but no state yet, the message names retro_state.py (no emulator is started)."""
+    r = retro_env.retro()
+    real = r.data.get_romfile_path
+    monkeypatch.setattr(r.data, "get_romfile_path", lambda game, inttype=None: str(tmp_path / "rom.sfc"))
+    try:
+        with pytest.raises(BadInput, match="tools.retro_state"):
+            retro_env.resolve(SMK)
+    finally:
+        monkeypatch.setattr(r.data, "get_romfile_path", real)
+
+
+def test_state_maker_checks_the_race_start():
+    from tools import retro_state
+
+    good = {"race_phase": 4, "kart_status": 0, "lap": 128, "checkpoint": 0}
+    assert retro_state.race_start_problems(good) == []
+    assert retro_state.race_start_problems({**good, "race_phase": 0})
+    assert retro_state.race_start_problems({**good, "lap": 3})

@@ -1,0 +1,275 @@
+"""Bad input: exit 2 with one clear line on stderr, never a traceback, never code run from a checkpoint."""
+
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+
+from conftest import assert_bad_input, command, out_dirs, read_json, run_main
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--env", "NoSuchGame-v0"], ["NoSuchGame-v0"]),
+    (["--workers", "0"], ["--workers"]),
+    (["--gpu-ids", "7"], ["--gpu-ids"]),
+    (["--gpu-ids", "-3"], ["--gpu-ids"]),
+    (["--num-steps", "0"], ["--num-steps"]),
+    (["--distributed-step-size", "16", "-4"], ["--distributed-step-size"]),
+    (["--lr", "0"], ["--lr"]),
+    (["--lr", "-0.001"], ["--lr"]),
+    (["--lr", "nan"], ["--lr"]),
+    (["--lr", "fast"], ["--lr"]),
+    (["--gamma", "1.5"], ["--gamma"]),
+    (["--optimizer", "SGD"], ["--optimizer"]),
+    (["--optimizer", "RMSprop", "--alpha", "1.0"], ["--alpha"]),
+    (["--optimizer", "RMSprop", "--momentum", "-0.1"], ["--momentum"]),
+    (["--reward-clipping", "abs_two"], ["--reward-clipping"]),
+    (["--train-forward", "fast"], ["--train-forward"]),
+    (["--algo", "impala", "--inference", "server", "--inference-wait", "-1"], ["--inference-wait"]),
+    (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
+    (["--env-config", "/nonexistent/config.json"], ["--env-config"]),
+    (["--resume", "/nonexistent/run"], ["not found"]),
+    (["--evaluator-cpu", "0"], ["--evaluator-cpu"]),
+    (["--evaluator-cpu", "1.5"], ["--evaluator-cpu"]),
+    (["--evaluator-cpu", "half"], ["--evaluator-cpu"]),
+])
+def test_bad_flags(flags, words, tmp_path):
+    assert_bad_input(run_main(*flags, *out_dirs(tmp_path), timeout=120), *words)
+
+
+def test_output_folder_that_cannot_be_created(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    result = run_main("--env", "CartPole-v1", "--run-dir", blocker / "run", "--save-model-dir", tmp_path / "m",
+                      "--log-dir", tmp_path / "l", timeout=120)
+    assert_bad_input(result, "cannot prepare the output folders")
+
+
+def test_malformed_env_config(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"Default": {"crop1": 34,')
+    assert_bad_input(run_main("--env-config", bad, *out_dirs(tmp_path), timeout=120), "JSON")
+
+
+def test_corrupt_and_truncated_checkpoints(cartpole_run, tmp_path):
+    good = (cartpole_run / "run" / "checkpoint.pt").read_bytes()
+    for name, data in [("random.pt", os.urandom(4096)), ("truncated.pt", good[: len(good) // 2]),
+                       ("empty.pt", b"")]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert_bad_input(run_main("--resume", path, *out_dirs(tmp_path), timeout=120), name)
+
+
+class BoobyTrap:
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_booby_trapped_checkpoint_runs_no_code(tmp_path):
+    trap = BoobyTrap()
+    trap.marker = tmp_path / "pwned"
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"format_version": 1, "kind": "checkpoint", "payload": trap}, path, pickle_protocol=2)
+    assert_bad_input(run_main("--resume", path, *out_dirs(tmp_path), timeout=120))
+    assert not trap.marker.exists()
+
+
+def test_checkpoint_of_another_environment(cartpole_run, tmp_path):
+    result = run_main("--resume", cartpole_run / "run", "--env", "Acrobot-v1", *out_dirs(tmp_path), timeout=120)
+    assert_bad_input(result, "CartPole-v1", "Acrobot-v1")
+
+
+def test_checkpoint_of_another_architecture(cartpole_run, tmp_path):
+    result = run_main("--resume", cartpole_run / "run", "--hidden-size", "48", *out_dirs(tmp_path), timeout=120)
+    assert_bad_input(result, "different network")
+
+
+def test_checkpoint_of_newer_format(cartpole_run, tmp_path):
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["format_version"] = 99
+    torch.save(data, tmp_path / "future.pt")
+    assert_bad_input(run_main("--resume", tmp_path / "future.pt", *out_dirs(tmp_path), timeout=120), "newer")
+
+
+def test_rl_a3c_pytorch_flags_keep_names_and_short_forms():
+    from runtime.config import build_parser
+
+    actions = [set(a.option_strings) for a in build_parser()._actions]
+
+    class Options:  # a pair is there when one flag carries all of its names (aliases such as --unroll-length aside)
+        def __contains__(self, names):
+            return any(set(names) <= strings for strings in actions)
+
+    options = Options()
+    for pair in [("-l", "--lr"), ("-ec", "--entropy-coef"), ("-vc", "--value-coef"), ("-g", "--gamma"),
+                 ("-t", "--tau"), ("-s", "--seed"), ("-w", "--workers"), ("-ns", "--num-steps"),
+                 ("-mel", "--max-episode-length"), ("-ev", "--env"), ("-ld", "--load"), ("-o", "--optimizer"),
+                 ("-lmd", "--load-model-dir"), ("-smd", "--save-model-dir"), ("-lg", "--log-dir"),
+                 ("-gp", "--gpu-ids"), ("-hs", "--hidden-size"), ("-evc", "--env-config"),
+                 ("-dss", "--distributed-step-size"), ("--skip-rate",), ("--max-frames",), ("--max-seconds",),
+                 ("--stop-score",), ("--score-window",), ("--run-dir",), ("--resume",), ("--max-grad-norm",),
+                 ("--model",)]:
+        assert pair in options, pair
+    # booleans are real booleans, with a --no- form
+    for pair in [("-so", "--shared-optimizer", "--no-shared-optimizer"), ("-sm", "--save-max", "--no-save-max"),
+                 ("-a", "--amsgrad", "--no-amsgrad"), ("-tl", "--tensorboard-logger", "--no-tensorboard-logger")]:
+        assert pair in options, pair
+
+
+def test_help_runs():
+    result = run_main("--help", timeout=120)
+    assert result.returncode == 0 and "--distributed-step-size" in result.stdout
+
+
+@pytest.mark.parametrize("algo, flags, named", [
+    ("a3g", ["--batch-size", "16"], "--batch-size is for --algo impala"),
+    ("a3g", ["--inference", "local", "--num-buffers", "32"], "--num-buffers, --inference are for --algo impala"),
+    ("a3g", ["--max-policy-lag", "2"], "--max-policy-lag"),
+    ("a3g", ["--kl-threshold", "0.5"], "--kl-threshold"),
+    ("a3g", ["--no-kl-mask"], "--kl-mask"),
+    ("impala", ["--tau", "0.92"], "--tau is for --algo a3g"),
+    ("impala", ["-dss", "16", "32"], "--distributed-step-size"),
+    ("impala", ["--train-forward", "batched"], "--train-forward"),
+])
+def test_the_other_algorithms_flags_are_refused(algo, flags, named, tmp_path):
+    """A flag only the other algorithm reads would be recorded in args.json and change nothing: refused, one line."""
+    from runtime import config
+
+    with pytest.raises(ValueError, match=named) as caught:
+        config.validate(["--env", "CartPole-v1", "--algo", algo, *flags, "--run-dir", str(tmp_path / "r")])
+    assert "\n" not in str(caught.value)
+
+
+CARTPOLE = ["--env", "CartPole-v1", "--workers", "1", "--max-frames", "500", "--no-tensorboard-logger"]
+IMPALA = [*CARTPOLE, "--algo", "impala"]
+QUEUE = {"type": "queue", "capacity": 1, "sample_ratio": 0.5}
+
+
+def replays(**custom):
+    """A queue and one replay: standard, or custom with these keys (and ln_norm's distance unless given)."""
+    replay = {"type": "custom", "capacity": 64, "sample_ratio": 0.5, "dist_function": "ln_norm", **custom} \
+        if custom else {"type": "standard", "capacity": 64, "sample_ratio": 0.5}
+    return json.dumps([QUEUE, replay])
+
+
+@pytest.mark.parametrize("flags, words", [
+    ([*IMPALA, "--kl-threshold", "0.5"], ["--kl-threshold needs --kl-mask"]),
+    ([*IMPALA, "--kl-mask-mode", "kl_pi_mu"], ["--kl-mask-mode needs --kl-mask"]),
+    ([*IMPALA, "--replay-parameters", replays(), "--policy-cloning-cost", "0.1"],
+     ["--policy-cloning-cost needs --clone-losses"]),
+    ([*IMPALA, "--replay-parameters", replays(), "--value-cloning-cost", "0.1"],
+     ["--value-cloning-cost needs --clone-losses"]),
+    ([*IMPALA, "--inference", "local", "--inference-batch", "4"],
+     ["--inference-batch needs --inference server", "local"]),
+    ([*IMPALA, "--inference-wait", "2"], ["--inference-wait needs --inference server"]),  # auto: local on a CPU
+    ([*CARTPOLE, "--optimizer", "RMSprop", "--amsgrad"], ["--amsgrad needs --optimizer Adam", "RMSprop"]),
+    ([*CARTPOLE, "--alpha", "0.9"], ["--alpha needs --optimizer RMSprop"]),
+    ([*IMPALA, "--momentum", "0.9"], ["--momentum needs --optimizer RMSprop"]),
+    ([*IMPALA, "--replay-parameters", replays(sample_strategy="elite_sampling", elite_batch_size=5)],
+     ["entry 2", "'elite_batch_size'", "elite_insertion"]),
+    ([*IMPALA, "--replay-parameters", replays(insert_strategy="elite_insertion", lambda_batch_multiplier=4)],
+     ["entry 2", "'lambda_batch_multiplier'", "sample_strategy"]),
+    ([*IMPALA, "--replay-parameters", replays(insert_strategy="elite_insertion", alfa_annealing_factor=2.0)],
+     ["entry 2", "'alfa_annealing_factor'", "sample_strategy"]),
+    ([*IMPALA, "--replay-parameters", replays(insert_strategy="elite_insertion", elite_sampling_strategy="strategy1")],
+     ["entry 2", "'elite_sampling_strategy'", "sample_strategy"]),
+    ([*IMPALA, "--replay-parameters", replays(sample_strategy="elite_sampling", dist_function="cos_dist", p=3)],
+     ["entry 2", "'p'", "ln_norm"]),
+    ([*IMPALA, "--replay-parameters", replays(dist_function="kl_div")],
+     ["entry 2", "'dist_function'", "sample_strategy", "insert_strategy"]),
+])
+def test_a_flag_nothing_reads_is_refused(flags, words, tmp_path):
+    """A flag (or a --replay-parameters key) read only with another setting, given without it, would be recorded
+    in args.json and change nothing: refused, one line."""
+    assert_bad_input(run_main(*flags, *out_dirs(tmp_path), timeout=120), *words)
+
+
+def test_load_with_resume_is_refused(cartpole_run, tmp_path):
+    """--resume starts from its checkpoint's weights: the --load model would never be read."""
+    result = run_main("--resume", cartpole_run / "run", "--load", "--load-model-dir", cartpole_run / "trained_models",
+                      *out_dirs(tmp_path), timeout=120)
+    assert_bad_input(result, "--load needs a run without --resume")
+
+
+def test_a_resumed_runs_flags_are_not_judged_as_given(cartpole_run, tmp_path):
+    """Saved values of flags that nothing reads (the defaults of --kl-threshold, --alpha, ...) are not the user's:
+    a resumed run still resumes, and flags given now are judged against the resumed run's settings."""
+    from runtime import config
+
+    args = config.validate(["--resume", str(cartpole_run / "run"), "--algo", "impala", "--run-dir",
+                            str(tmp_path / "r")])[0]
+    assert args.kl_threshold == 0.3 and args.kl_mask is False and args.alpha == 0.99
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"].update(optimizer="RMSprop", eps=0.1)
+    torch.save(data, tmp_path / "rmsprop.pt")
+    args = config.validate(["--resume", str(tmp_path / "rmsprop.pt"), "--alpha", "0.9", "--run-dir",
+                            str(tmp_path / "r")])[0]
+    assert (args.optimizer, args.alpha) == ("RMSprop", 0.9)
+
+
+@pytest.mark.parametrize("tool, flags, prefix", [
+    ("main.py", ["--env", "CartPole-v1", "--max-frame", "1000"], "--max-frame"),
+    ("gym_eval.py", ["--env", "CartPole-v1", "--model-path", "/nonexistent.pt", "--num-episode", "1"],
+     "--num-episode"),
+    ("plot.py", ["/nonexistent/run", "--outp", "x.png"], "--outp"),
+    ("sweep.py", ["--report", "/nonexistent/sweep", "--run", "2"], "--run"),
+    ("export_model.py", ["/nonexistent/run", "x.pt", "--he"], "--he"),
+])
+def test_a_prefix_of_a_flag_is_refused(tool, flags, prefix, tmp_path):
+    """A prefix that works today would silently change meaning the day a flag that shares it is added."""
+    result = subprocess.run([*command(tool), *map(str, flags)], capture_output=True,
+                            text=True, timeout=120, cwd=tmp_path)
+    assert_bad_input(result, f"unrecognized arguments: {prefix}")
+
+
+def test_impala_refuses_a_private_optimizer(tmp_path):
+    """IMPALA's learner is the only one stepping: a private optimizer's statistics would be in no checkpoint."""
+    assert_bad_input(run_main(*IMPALA, "--no-shared-optimizer", *out_dirs(tmp_path), timeout=120),
+                     "--no-shared-optimizer is for --algo a3g")
+
+
+def test_impala_refuses_a_resumed_runs_private_optimizer(cartpole_run, tmp_path):
+    """An A3G run with one optimizer per worker, resumed as IMPALA: refused unless --shared-optimizer is given."""
+    from runtime import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"]["shared_optimizer"] = False
+    torch.save(data, tmp_path / "private.pt")
+    result = run_main("--resume", tmp_path / "private.pt", "--algo", "impala", "--max-frames", "3000",
+                      *out_dirs(tmp_path), timeout=120)
+    assert_bad_input(result, "--no-shared-optimizer (the resumed run's) is for --algo a3g", "--shared-optimizer")
+    args = config.validate(["--resume", str(tmp_path / "private.pt"), "--algo", "impala", "--shared-optimizer",
+                            "--run-dir", str(tmp_path / "r")])[0]
+    assert args.shared_optimizer is True
+
+
+def test_impala_resumed_from_a3g_picks_its_own_defaults(cartpole_run, tmp_path):
+    """An A3G run records no IMPALA batch size or inference (nobody chose them); resumed as IMPALA with one actor
+    and one env, the batch is what a fresh run picks (2), not a placeholder."""
+    saved = read_json(cartpole_run / "run" / "args.json")
+    assert saved["batch_size"] is None and saved["inference"] is None
+    result = run_main("--resume", cartpole_run / "run", "--algo", "impala", "--envs-per-worker", "1",
+                      "--max-frames", str(int(saved_frames(cartpole_run)) + 400), *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    args = read_json(tmp_path / "run" / "args.json")
+    assert (args["batch_size"], args["inference"], args["train_forward"]) == (2, "local", None)
+    assert "--batch-size 2" in result.stdout and "--inference local" in result.stdout
+
+
+def test_a_run_that_saved_placeholders_resumes_as_impala_with_its_own_defaults(cartpole_run, tmp_path):
+    """Runs that saved A3G's placeholders (batch size 8, local inference) for IMPALA's flags: not carried over."""
+    from runtime import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"].update(batch_size=8, inference="local", train_forward="stepped")
+    torch.save(data, tmp_path / "older.pt")
+    args = config.validate(["--resume", str(tmp_path / "older.pt"), "--algo", "impala", "--envs-per-worker", "1",
+                            "--run-dir", str(tmp_path / "r")])[0]
+    assert (args.batch_size, args.inference, args.train_forward) == (2, "local", None)
+    assert "--batch-size 2" in args.defaults
+
+
+def saved_frames(run):
+    return torch.load(run / "run" / "checkpoint.pt", weights_only=True)["frames"]

@@ -1,0 +1,125 @@
+"""Defaults per environment family and machine: 'auto' flags resolved, explicit flags untouched, and the choice
+shown at start-up."""
+
+import argparse
+
+import pytest
+
+from conftest import out_dirs, read_json, run_main
+from runtime.defaults import AUTO, batch_capacity, describe, resolve_defaults, slots_per_actor
+
+
+def auto_args(**given):
+    names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef", "eps", "train_forward",
+             "reward_clipping"]
+    return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), algo=given.pop("algo", "a3g"),
+                              workers=given.pop("workers", 2), num_buffers=given.pop("num_buffers", None),
+                              backend=given.pop("backend", "shm"),
+                              **{n: given.get(n, AUTO) for n in names + ["inference", "batch_size"]})
+
+
+@pytest.mark.parametrize("family,gpu,bf16,expected", [
+    ("atari", False, True, {"model": "nature", "envs_per_worker": 8, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
+                            "train_forward": "batched", "reward_clipping": "abs_one"}),
+    ("atari", False, False, {"model": "nature", "envs_per_worker": 8, "bf16": False, "lr": 3e-4}),
+    ("atari", True, True, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4, "hidden_size": 512,
+                           "train_forward": "batched"}),
+    ("classic", False, True, {"model": "mlp", "envs_per_worker": 4, "bf16": False, "lr": 2e-3,
+                              "hidden_size": 64, "value_coef": 0.1, "reward_clipping": "none",
+                              "train_forward": "batched"}),
+    ("retro", False, True, {"model": "nature", "envs_per_worker": 1, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
+                            "reward_clipping": "abs_one"}),
+    ("retro", True, False, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4}),
+])
+def test_family_and_machine_defaults(family, gpu, bf16, expected):
+    args = auto_args()
+    description, picked = resolve_defaults(args, family, gpu, bf16)
+    for key, value in expected.items():
+        assert getattr(args, key) == value, key
+    assert AUTO not in vars(args).values()
+    assert args.eps == 1e-3
+    names = {"atari": "Atari", "classic": "classic control", "retro": "retro games"}
+    assert len(picked) == 9 and names[family] in description
+
+
+@pytest.mark.parametrize("algo, unchosen", [("a3g", ("inference", "batch_size")), ("impala", ("train_forward",))])
+def test_the_other_algorithms_auto_flags_are_nobodys_choice(algo, unchosen):
+    """None in args.json, not a placeholder that a run resumed with the other --algo would take for the user's."""
+    args = auto_args(algo=algo)
+    _, picked = resolve_defaults(args, family="classic", on_gpu=False, native_bf16=False)
+    assert [getattr(args, name) for name in unchosen] == [None] * len(unchosen)
+    assert not {"--" + name.replace("_", "-") for name in unchosen} & {flag for flag, _ in picked}
+
+
+@pytest.mark.parametrize("family, num_buffers, expected", [("atari", None, 8), ("retro", None, 4), ("atari", 16, 8),
+                                                       ("retro", 6, 6), ("retro", 40, 8)])
+def test_impala_batch_size_fits_the_slots(family, num_buffers, expected):
+    """auto: 8 unrolls, or two of each environment where there are fewer (retro games: one env per actor); with
+    --num-buffers, no more than its slots can always fill (an actor claims one slot per env at once)."""
+    args = auto_args(algo="impala", num_buffers=num_buffers)
+    resolve_defaults(args, family=family, on_gpu=False, native_bf16=False)
+    assert args.batch_size == expected
+    assert batch_capacity(args) >= args.batch_size
+    args = auto_args(algo="impala", batch_size=16)
+    resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
+    assert args.batch_size == 16
+
+
+@pytest.mark.parametrize("backend, per_actor", [("shm", 11), ("ray", 8)])
+def test_slots_grow_to_fit_a_batch_by_what_an_actor_claims_at_once(backend, per_actor):
+    """2 actors x 4 envs, batches of 16: an shm actor claims 4 slots at once (16 / 2 + 3 per actor); Ray's queue
+    has no claims (16 / 2, and at least 2 per env)."""
+    args = argparse.Namespace(workers=2, envs_per_worker=4, batch_size=16, num_buffers=None, backend=backend)
+    assert slots_per_actor(args) == per_actor and batch_capacity(args) == 16
+
+
+@pytest.mark.parametrize("gpu, backend, expected", [(False, "shm", "local"), (True, "shm", "server"),
+                                                     (True, "ray", "local")])
+def test_impala_inference_default(gpu, backend, expected):
+    args = auto_args(algo="impala", backend=backend)
+    resolve_defaults(args, family="atari", on_gpu=gpu, native_bf16=False)
+    assert args.inference == expected
+    args = auto_args(algo="impala", inference="server")
+    resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
+    assert args.inference == "server"
+
+
+def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
+    args = auto_args(model="a3clstm", bf16=False, lr=5e-5)
+    _, picked = resolve_defaults(args, family="atari", on_gpu=False, native_bf16=True)
+    assert (args.model, args.bf16, args.lr, args.envs_per_worker) == ("a3clstm", False, 5e-5, 8)
+    assert {flag for flag, _ in picked} == {"--envs-per-worker", "--hidden-size", "--value-coef", "--eps",
+                                            "--train-forward", "--reward-clipping"}
+    args = auto_args(model="a3clstm")
+    resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
+    assert args.lr == 1e-4  # rl_a3c_pytorch's rate for its network
+    args = auto_args(optimizer="RMSprop")
+    resolve_defaults(args, family="classic", on_gpu=False, native_bf16=False)
+    assert args.eps == 0.1
+
+
+def test_describe_names_every_pick():
+    line = describe("Atari on a CPU-only machine", [("--model", "nature"), ("--bf16", True), ("--lr", 3e-4),
+                                                    ("--bf16", False)])
+    assert line == "defaults for Atari on a CPU-only machine: --model nature --bf16 --lr 0.0003 --no-bf16"
+    assert describe("x", []) == ""
+
+
+def test_cartpole_with_no_flags_gets_its_family_defaults(tmp_path):
+    result = run_main("--env", "CartPole-v1", "--max-frames", "2000", "--no-tensorboard-logger", *out_dirs(tmp_path),
+                      timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "defaults for classic control" in result.stdout and "--lr 0.002" in result.stdout
+    args = read_json(tmp_path / "run" / "args.json")
+    assert (args["lr"], args["hidden_size"], args["value_coef"], args["envs_per_worker"]) == (2e-3, 64, 0.1, 4)
+    assert args["eps"] == 1e-3 and args["model"] == "mlp"
+
+
+def test_explicit_flag_is_kept_and_not_listed_as_a_default(tmp_path):
+    result = run_main("--env", "CartPole-v1", "--lr", "0.01", "--optimizer", "RMSprop", "--max-frames", "2000",
+                      "--no-tensorboard-logger", *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    defaults_line = next(line for line in result.stdout.splitlines() if "defaults for" in line)
+    assert "--lr" not in defaults_line
+    args = read_json(tmp_path / "run" / "args.json")
+    assert args["lr"] == 0.01 and args["eps"] == 0.1

@@ -1,0 +1,99 @@
+"""The evaluator's CPU pacing: how much of a core it may use, that pacing keeps it to that share, and that its
+pauses (waits on the run's stop flag) can neither outlast a stop request nor wedge the supervisor."""
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from runtime.processes import CpuPacer, evaluator_cpu_share
+from runtime.run_state import StopFlag
+
+
+@pytest.mark.parametrize("workers,cores,share", [
+    (2, 2, 0.2),    # workers fill the machine: the evaluator gets a tenth of it
+    (4, 2, 0.2),
+    (8, 4, 0.4),
+    (16, 16, 1.0),  # a tenth of 16 cores is more than the one core it can use
+    (1, 2, 1.0),    # a core is free: no pacing
+    (15, 16, 1.0),
+])
+def test_auto_share(workers, cores, share):
+    assert evaluator_cpu_share("auto", workers, cores) == pytest.approx(share)
+
+
+def test_explicit_share_is_kept():
+    assert evaluator_cpu_share(0.5, 2, 2) == 0.5
+    assert evaluator_cpu_share(1.0, 64, 2) == 1.0
+
+
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_pacing_keeps_cpu_time_to_the_share():
+    share, chunk = 0.25, 0.02
+    pacer = CpuPacer(share, threading.Event())
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    for _ in range(40):
+        burn(chunk)
+        pacer.pace()
+    cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    # every pace() sleeps until the chunk's CPU time is `share` of its wall time, whatever the machine's load
+    assert cpu <= share * wall * 1.05, (cpu, wall)
+    assert wall >= 40 * chunk / share * 0.95
+
+
+def test_full_share_never_sleeps():
+    pacer = CpuPacer(1.0, threading.Event())
+    burn(0.05)
+    start = time.monotonic()
+    pacer.pace()
+    assert time.monotonic() - start < 0.5  # no pause (a generous bound: the machine may be busy)
+
+
+def test_a_stop_request_ends_the_pause():
+    stop = StopFlag(mp.get_context("spawn"))
+    pacer = CpuPacer(0.01, stop)  # 0.1 s of CPU would mean a 10 s pause
+    burn(0.1)
+    threading.Timer(0.2, stop.set).start()
+    start = time.monotonic()
+    pacer.pace()
+    assert time.monotonic() - start < 3.0
+
+
+def wait_on(flag):
+    flag.wait(60)
+
+
+def test_a_child_killed_while_waiting_cannot_block_set():
+    """With a multiprocessing.Event this hangs: the dead waiter is still counted as sleeping, and set() waits for
+    it to wake. The supervisor calls set() on every way out, after children may have died of a signal."""
+    ctx = mp.get_context("spawn")
+    flag = StopFlag(ctx)
+    child = ctx.Process(target=wait_on, args=(flag,))
+    child.start()
+    time.sleep(3.0)  # the child is inside wait() by now (spawn start-up takes well under a second here)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(30)
+    setter = threading.Thread(target=flag.set, daemon=True)
+    setter.start()
+    setter.join(10)
+    assert not setter.is_alive(), "set() blocked"
+    assert flag.is_set()
+
+
+def test_set_in_one_process_ends_a_wait_in_another():
+    ctx = mp.get_context("spawn")
+    flag = StopFlag(ctx)
+    child = ctx.Process(target=wait_on, args=(flag,))
+    child.start()
+    time.sleep(1.0)
+    flag.set()
+    child.join(20)
+    assert child.exitcode == 0

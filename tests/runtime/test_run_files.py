@@ -1,0 +1,199 @@
+"""Nothing a user keeps is overwritten: shipped and earlier models, both branches of a resume, archives on file
+systems without hard links."""
+
+import csv
+import errno
+import hashlib
+import math
+import os
+import shutil
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from conftest import ROOT, read_json, run_main
+from runtime.checkpoints import CheckpointWriter, model_file
+from runtime.evaluator import may_replace
+from runtime.run_dir import PROGRESS_FIELDS, choose_run_dir, prepare_run_dir
+
+CARTPOLE = ["--env", "CartPole-v1", "--workers", "1", "--hidden-size", "32", "--no-tensorboard-logger"]
+
+
+def digests(folder):
+    """Every file under ``folder`` and its SHA-256."""
+    found = {}
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(parent, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
+def progress_frames(run):
+    with open(run / "progress.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == PROGRESS_FIELDS
+    return [float(row[1]) for row in rows[1:]]
+
+
+def fake_checkpoint(path, frames):
+    torch.save({"format_version": 1, "kind": "checkpoint", "frames": float(frames), "model_meta": {},
+                "state_dict": {}}, path)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Best models: the run's own, and --save-model-dir's that other runs keep
+
+
+def test_the_readme_command_leaves_the_shipped_models_untouched(tmp_path):
+    """Without --save-model-dir the best model goes to the run directory, never to trained_models/."""
+    shipped = digests(os.path.join(ROOT, "trained_models"))
+    result = run_main(*CARTPOLE, "--max-frames", "3000", "--run-dir", tmp_path / "run", "--log-dir", tmp_path / "logs")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert digests(os.path.join(ROOT, "trained_models")) == shipped
+    best = torch.load(tmp_path / "run" / "best_model.pt", weights_only=True)
+    assert best["kind"] == "model" and best["run"] == str(tmp_path / "run")
+    assert "None" not in result.stdout.splitlines()[-1], result.stdout
+
+
+def test_load_then_save_keeps_the_loaded_model_unless_beaten(tmp_path):
+    """--load with --save-model-dir naming the same folder: the first game no longer replaces the model it loaded
+    (the shipped CartPole model scores 500, the most a game can)."""
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(os.path.join(ROOT, "trained_models", "CartPole-v1.pt"), models)
+    before = digests(models)
+    meta = torch.load(models / "CartPole-v1.pt", weights_only=True)["model_meta"]
+    result = run_main("--env", "CartPole-v1", "--workers", "1", "--hidden-size", str(meta["width"]), "--load",
+                      "--load-model-dir", models, "--save-model-dir", models, "--max-seconds", "15",
+                      "--no-tensorboard-logger", "--run-dir", tmp_path / "run", "--log-dir", tmp_path / "logs")
+    assert result.returncode == 0, result.stderr[-2000:]
+    # at least one evaluator game was played, and it could have saved (a time budget: a frame budget could end the
+    # run before a loaded machine's evaluator finished its first 500-step game)
+    assert "episode reward" in result.stdout
+    assert digests(models) == before
+
+
+def test_save_model_dir_replaces_another_runs_model_only_with_a_better_game(tmp_path):
+    settings, meta = {"env_id": "CartPole-v1"}, {"model": "mlp"}
+    weights = {"w": torch.zeros(2)}
+    path = tmp_path / "CartPole-v1.pt"
+    torch.save(model_file(settings, meta, weights, 100.0, 5000, run=tmp_path / "other"), path)
+    assert not may_replace(path, model_file(settings, meta, weights, 100.0, 9000, run=tmp_path / "this"))
+    assert may_replace(path, model_file(settings, meta, weights, 101.0, 9000, run=tmp_path / "this"))
+    # the run's own file, whatever its score; no file at all
+    assert may_replace(path, model_file(settings, meta, weights, 5.0, 9000, run=tmp_path / "other"))
+    assert may_replace(tmp_path / "none.pt", model_file(settings, meta, weights, 5.0, 9000, run=tmp_path))
+    # an exported model has no score to beat, and a file that is no model is kept
+    torch.save(model_file(settings, meta, weights, math.nan, 5000), path)
+    assert not may_replace(path, model_file(settings, meta, weights, 500.0, 9000, run=tmp_path))
+    path.write_bytes(b"a user's notes")
+    assert not may_replace(path, model_file(settings, meta, weights, 500.0, 9000, run=tmp_path))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Where a run writes: never into another run, and a resume from an earlier state is a branch
+
+
+def args_for(run_dir=None, resume=None):
+    return SimpleNamespace(run_dir=run_dir, resume=resume, env="CartPole-v1", seed=1)
+
+
+def test_a_fresh_run_never_writes_into_a_folder_that_holds_a_run(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "stdout.log").write_text("a sweep's log, written before the run starts\n")
+    assert choose_run_dir(args_for(str(run)), None) == str(run)
+    (run / "progress.csv").write_text(",".join(PROGRESS_FIELDS) + "\n")
+    with pytest.raises(ValueError, match="already holds a run"):
+        choose_run_dir(args_for(str(run)), None)
+
+
+def test_a_resume_from_an_earlier_state_is_a_branch(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for frames in (100, 200):
+        fake_checkpoint(run / f"checkpoint-{frames}.pt", frames)
+    fake_checkpoint(run / "checkpoint.pt", 300)
+    latest = {"frames": 300.0}
+    assert choose_run_dir(args_for(resume=str(run)), latest) == str(run)  # the newest state: in place
+    assert choose_run_dir(args_for(str(run), str(run)), latest) == str(run)
+    older = {"frames": 100.0}
+    branch = choose_run_dir(args_for(resume=str(run / "checkpoint-100.pt")), older)
+    assert branch == f"{run}-from-100"
+    with pytest.raises(ValueError, match="branch"):
+        choose_run_dir(args_for(str(run), str(run / "checkpoint-100.pt")), older)
+    # games logged past the last checkpoint (a run killed outright) make the folder newer than its checkpoint
+    fake_checkpoint(run / "checkpoint.pt", 300)
+    with open(run / "progress.csv", "w") as f:
+        f.write(",".join(PROGRESS_FIELDS) + "\n1.0,250,1,9,9,9,9\n2.0,350,2,9,9,9,9\n")
+    assert choose_run_dir(args_for(resume=str(run)), latest) == f"{run}-from-300"
+    # a second branch from the same state gets a folder of its own
+    os.makedirs(branch)
+    (tmp_path / "run-from-100" / "args.json").write_text("{}")
+    assert choose_run_dir(args_for(resume=str(run / "checkpoint-100.pt")), older) == f"{run}-from-100-2"
+
+
+def test_a_branch_starts_with_its_parents_rows_up_to_the_resumed_state(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(run / "progress.csv", "w") as f:
+        f.write(",".join(PROGRESS_FIELDS) + "\n1.0,50,1,9,9,9,9\n2.0,100,2,9,9,9,9\n3.0,150,3,9,9,9,9\n")
+    args = SimpleNamespace(run_dir=str(tmp_path / "branch"), resume=str(run / "checkpoint-100.pt"),
+                           save_model_dir=None, log_dir=str(tmp_path / "logs"), env="CartPole-v1")
+    prepare_run_dir(args, {"frames": 100.0})
+    assert progress_frames(tmp_path / "branch") == [50.0, 100.0]
+    assert progress_frames(run) == [50.0, 100.0, 150.0]
+
+
+@pytest.mark.slow
+def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_path):
+    """A run with three archives, resumed from each archive in turn and then from its latest state: every file of
+    the run and of each branch is still there, and no progress.csv goes backwards in frames."""
+    run = tmp_path / "run"
+    logs = ["--log-dir", tmp_path / "logs"]
+    first = run_main(*CARTPOLE, "--max-frames", "12000", "--checkpoint-interval", "0.3", "--keep-checkpoints", "4",
+                     "--run-dir", run, *logs, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    archives = sorted(run.glob("checkpoint-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+    assert len(archives) == 3, archives
+    kept = {run: digests(run)}
+    for archive in archives:
+        frames = int(archive.stem.split("-")[1])
+        result = run_main("--resume", archive, "--max-frames", frames + 3000, *logs, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        branch = tmp_path / f"run-from-{frames}"
+        assert f"resumed at {frames} frames of {run}" in result.stdout, result.stdout
+        assert (branch / "checkpoint.pt").is_file() and (branch / "best_model.pt").is_file()
+        for folder, files in kept.items():
+            assert digests(folder) == files, folder  # nothing of the run or an earlier branch changed
+        kept[branch] = digests(branch)
+        assert progress_frames(branch)[: len([f for f in progress_frames(run) if f <= frames])] == \
+            [f for f in progress_frames(run) if f <= frames]
+    resumed = run_main("--resume", run, "--max-frames", 18000, *logs, timeout=300)  # the newest state: in place
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert read_json(run / "summary.json")["frames"] >= 18000
+    for folder in kept:
+        frames = progress_frames(folder)
+        assert frames == sorted(frames), folder
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Archives on a file system without hard links
+
+
+def test_rotation_copies_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    def no_links(src, dst):  # what vfat and some network mounts answer
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM), dst)
+
+    monkeypatch.setattr(os, "link", no_links)
+    logged = []
+    writer = CheckpointWriter(str(tmp_path / "checkpoint.pt"), keep=3, log=logged.append)
+    for frames in (100, 200, 300, 400):
+        assert writer.save({"frames": float(frames)}), logged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-200.pt", "checkpoint-300.pt", "checkpoint.pt"]
+    assert torch.load(tmp_path / "checkpoint-300.pt", weights_only=True)["frames"] == 300.0
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["frames"] == 400.0
+    assert not logged

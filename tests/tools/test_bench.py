@@ -1,0 +1,44 @@
+"""bench.py end to end in its short mode: every phase runs and the JSON holds the figures."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import ROOT, command
+
+
+@pytest.mark.slow
+def test_bench_quick_runs_end_to_end(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run([*command("bench"), "--quick", "--json", str(out)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["env"] == "PongNoFrameskip-v4" and report["frames_per_step"] == 4
+    (row,) = report["results"]
+    assert row["fps"] > 0 and row["train_ms_per_step"] > 0 and row["inference_ms_per_step"] > 0
+    assert row["emulator_ceiling_fps"] > row["fps"] and row["combined_ceiling_fps"] > 0
+    assert "frames/s" in result.stdout and "a3clstm:2" in result.stdout
+
+
+@pytest.mark.slow
+def test_bench_measures_impala_in_the_same_table(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run([*command("bench"), "--quick", "--configs", "nature:2", "nature:2:impala",
+                             "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {row["name"]: row for row in json.loads(out.read_text())["results"]}
+    assert rows["nature:2:impala"]["algo"] == "impala" and rows["nature:2:impala"]["fps"] > 0
+    assert rows["nature:2"]["algo"] == "a3g"
+
+
+def test_configuration_names():
+    from tools.bench import parse_config
+
+    config = parse_config("nature:8:bf16:batched")
+    assert (config["model"], config["envs"], config["bf16"], config["train_forward"], config["algo"]) == (
+        "nature", 8, True, "batched", "a3g")
+    config = parse_config("a3clstm:1:nocl:impala:server")
+    assert not config["channels_last"] and config["train_forward"] == "stepped" and config["algo"] == "impala"
+    assert config["inference"] == "server" and parse_config("nature:8:impala")["inference"] == "local"

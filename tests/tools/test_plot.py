@@ -1,0 +1,73 @@
+"""plot.py: PNG from synthetic and real progress.csv files; one-line errors for bad input."""
+
+import csv
+import json
+import subprocess
+
+import pytest
+
+from conftest import ROOT, command
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
+
+
+def run_plot(*flags):
+    return subprocess.run([*command("plot"), *map(str, flags)], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
+def assert_png(path):
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert len(data) > 20_000  # two subplots with lines, axes and a legend: not an empty canvas
+
+
+def synthetic_run(folder, games=60, slope=1.0):
+    folder.mkdir(parents=True)
+    with open(folder / "progress.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(FIELDS)
+        returns = []
+        for i in range(games):
+            ret = min(500.0, slope * i * 8 + (i % 7) * 5)
+            returns.append(ret)
+            mean = sum(returns[-10:]) / len(returns[-10:])
+            writer.writerow([f"{i * 0.5:.2f}", i * 1000, i * 3, ret, int(ret), f"{mean:.4f}", "2000.0"])
+    (folder / "args.json").write_text(json.dumps({"env": "CartPole-v1"}))
+    return folder
+
+
+def test_synthetic_runs_on_one_figure(tmp_path):
+    a = synthetic_run(tmp_path / "run_a")
+    b = synthetic_run(tmp_path / "run_b", slope=0.5)
+    out = tmp_path / "figs" / "compare.png"
+    result = run_plot(a, b / "progress.csv", "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert_png(out)
+
+
+@pytest.mark.slow
+def test_real_run_default_output(cartpole_run):
+    run = cartpole_run / "run"
+    result = run_plot(run)
+    assert result.returncode == 0, result.stderr
+    assert_png(run / "progress.png")
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "progress.csv").write_text("")
+    (tmp_path / "header_only").mkdir()
+    (tmp_path / "header_only" / "progress.csv").write_text(",".join(FIELDS) + "\n")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "progress.csv").write_text("a,b\n1,2\n")
+    good = synthetic_run(tmp_path / "good")
+    cases = [[tmp_path / "nothing_here"], [tmp_path / "empty"], [tmp_path / "header_only"], [tmp_path / "foreign"],
+             [good, tmp_path / "nothing_here"], []]
+    for flags in cases:
+        result = run_plot(*flags, "-o", tmp_path / "out.png")
+        assert result.returncode == 2, (flags, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("python -m tools.plot: error: "), result.stderr
+        assert not (tmp_path / "out.png").exists()

@@ -1,0 +1,197 @@
+"""sweep.py: the report from crafted runs (score window, budgets, median and worst), one-line errors for bad input,
+and a real two-run sweep."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, command, read_json
+from tools import sweep
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
+
+
+def run_sweep(*flags, timeout=120, **popen):
+    return subprocess.run([*command("sweep"), *map(str, flags)], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, **popen)
+
+
+def crafted_run(folder, means, seed, window=3, stop_reason="max_frames"):
+    """A run directory whose k-th evaluator game (from 0) is at 10 (k + 1) s and 1000 (k + 1) frames."""
+    folder.mkdir(parents=True)
+    with open(folder / "progress.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(FIELDS)
+        for k, mean in enumerate(means):
+            writer.writerow([10.0 * (k + 1), 1000 * (k + 1), k, mean, 10, mean, 100.0])
+    (folder / "args.json").write_text(json.dumps({"env": "CartPole-v1", "seed": seed, "score_window": window}))
+    (folder / "summary.json").write_text(json.dumps({
+        "frames": 1000 * len(means), "seconds": 10.0 * len(means), "best_mean_return": max(means),
+        "stop_reason": stop_reason}))
+
+
+@pytest.fixture
+def crafted_sweep(tmp_path):
+    out = tmp_path / "sweep"
+    crafted_run(out / "run1", [50, 10, 20, 30, 60, 70], seed=1)  # 50 at game 1 does not count: window not full
+    crafted_run(out / "run2", [5, 10, 50, 52, 55], seed=2)       # reached at game 3, the window just full
+    crafted_run(out / "run3", [1, 2, 3, 4, 5, 6, 7], seed=3)     # never
+    crafted_run(out / "run4", [60, 60, 60, 60], seed=4)
+    crafted_run(out / "run5", [60, 60, 60, 60], seed=5, stop_reason="error")  # reached, but the run crashed
+    return out
+
+
+def assert_bad_input(result, *words):
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].split(": error: ")[0] in ("python -m tools.sweep", "main.py"), lines[0]
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_report_of_crafted_runs(crafted_sweep):
+    result = run_sweep("--report", crafted_sweep, "--score", 50, "--budgets", 1500, 4500)
+    assert result.returncode == 0, result.stderr
+    report = read_json(crafted_sweep / "sweep.json")
+    runs = {r["run"]: r for r in report["runs"]}
+    assert [r["seed"] for r in report["runs"]] == [1, 2, 3, 4, 5]
+    assert (runs["run1"]["score_seconds"], runs["run1"]["score_frames"]) == (50.0, 5000)
+    assert (runs["run2"]["score_seconds"], runs["run2"]["score_frames"]) == (30.0, 3000)
+    assert (runs["run4"]["score_seconds"], runs["run4"]["score_frames"]) == (30.0, 3000)
+    assert runs["run3"]["score_seconds"] is None and runs["run5"]["score_frames"] is None
+    # the mean of the last game at or before the budget; run4 has no game after 4000 frames, so it keeps its last
+    assert [runs[r]["return_at_budgets"] for r in ("run1", "run2", "run3", "run4")] == [
+        [50, 30], [5, 52], [1, 4], [60, 60]]
+    # time to score over 50, 30, inf, 30, inf: 3 of 5 reached, so the median is a number; the worst is not
+    assert report["median"]["score_seconds"] == 50.0 and report["worst"]["score_seconds"] is None
+    assert report["median"]["score_frames"] == 5000 and report["worst"]["score_frames"] is None
+    assert report["median"]["return_at_budgets"] == [50, 52] and report["worst"]["return_at_budgets"] == [1, 4]
+    table = (crafted_sweep / "sweep.md").read_text()
+    assert table in result.stdout
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    assert len(rows) == 1 + 5 + 2 and "not reached" in rows[3] and "not reached" in rows[-1]
+    assert "return @ 1,500" in rows[0] and "to 50 (s)" in rows[0]
+    png = (crafted_sweep / "sweep.png").read_bytes()
+    assert png[:8] == PNG_SIGNATURE and len(png) > 20_000
+
+
+def test_report_again_keeps_what_the_sweep_knew(crafted_sweep):
+    assert run_sweep("--report", crafted_sweep, "--score", 50).returncode == 0
+    report = read_json(crafted_sweep / "sweep.json")
+    report["runs"][0]["exit_code"] = 1  # as the sweep would have recorded a run that exited 1
+    (crafted_sweep / "sweep.json").write_text(json.dumps(report))
+    assert run_sweep("--report", crafted_sweep).returncode == 0  # score and budgets from sweep.json
+    again = read_json(crafted_sweep / "sweep.json")
+    assert again["score"] == 50 and again["budgets"] == report["budgets"] == [1000, 2000, 3000, 4000]
+    assert again["runs"][0]["exit_code"] == 1 and again["runs"][0]["score_seconds"] is None
+
+
+def test_median_and_worst():
+    assert sweep.median_and_worst([30, None, 10, None, 20], time=True) == (30, None)  # 3 of 5 reached
+    assert sweep.median_and_worst([30, None, None, None, 20], time=True) == (None, None)
+    assert sweep.median_and_worst([3.0, None, -1.0]) == (1.0, -1.0)  # a missing return is left out
+    assert sweep.median_and_worst([None, None]) == (None, None)
+
+
+def test_default_budgets():
+    assert sweep.default_budgets([{"frames": 3360}, {"frames": 3120}, {"frames": None}]) == [780, 1500, 2300, 3100]
+    assert sweep.default_budgets([{"frames": 4_123_456}]) == [1_000_000, 2_000_000, 3_000_000, 4_100_000]
+    assert sweep.default_budgets([{"frames": None}]) == []
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
+    (tmp_path / "empty").mkdir()
+    new = tmp_path / "new"
+    cases = [
+        (["--runs", 0, "--frames", 1000, "--out", new], ["--runs"]),
+        (["--out", new], ["budget"]),
+        (["--frames", 0, "--out", new], ["--frames"]),
+        (["--seconds", -5, "--out", new], ["--seconds"]),
+        (["--frames", 1000], ["--out"]),
+        (["--frames", 1000, "--score", "nan", "--out", new], ["--score"]),
+        (["--frames", 1000, "--out", new, "--env", "CartPole-v1"], ["--env", "after --"]),
+        (["--frames", 1000, "--out", crafted_sweep], ["already holds runs"]),
+        (["--report", tmp_path / "empty"], ["run<i>/progress.csv"]),
+        (["--report", tmp_path / "nothing_here"], ["run<i>/progress.csv"]),
+        (["--report", crafted_sweep, "--", "--env", "CartPole-v1"], ["--report"]),
+    ]
+    for flags, words in cases:
+        assert_bad_input(run_sweep(*flags), *words)
+    assert not new.exists()
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--seed", 3], ["--seed", "--seed0"]),
+    (["-s3"], ["--seed"]),
+    (["--run-dir", "x"], ["--run-dir"]),
+    (["--max-frames", 10], ["--max-frames", "--frames"]),
+    (["--resume", "x"], ["--resume"]),
+    (["--no-such-flag"], ["--no-such-flag"]),  # main.py's own parser, before any run
+])
+def test_main_flags_that_sweep_refuses(flags, words, tmp_path):
+    assert_bad_input(run_sweep("--frames", 1000, "--out", tmp_path / "s", "--", *flags), *words)
+    assert not (tmp_path / "s" / "run1").exists()
+
+
+def test_flags_main_py_refuses_end_the_sweep_at_run_1(tmp_path):
+    out = tmp_path / "s"
+    result = run_sweep("--runs", 3, "--frames", 1000, "--out", out, "--", "--env", "CartPole-v1", "--workers", 0)
+    assert_bad_input(result, "run 1 refused", "--workers")
+    assert (out / "run1" / "stdout.log").exists() and not (out / "run2").exists()
+
+
+TINY = ["--env", "CartPole-v1", "--workers", 1, "--hidden-size", 32, "--no-tensorboard-logger"]
+
+
+@pytest.mark.slow
+def test_real_sweep(tmp_path):
+    out = tmp_path / "sweep"
+    result = run_sweep("--runs", 2, "--frames", 3000, "--out", out, "--", *TINY, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("run1", "run2", "sweep.md", "sweep.json", "sweep.png", "trained_models"):
+        assert (out / name).exists(), name
+    assert [read_json(out / r / "args.json")["seed"] for r in ("run1", "run2")] == [1, 2]
+    assert "max_frames" in (out / "run1" / "stdout.log").read_text() + read_json(out / "run1" / "summary.json")[
+        "stop_reason"]
+    report = read_json(out / "sweep.json")
+    assert [(r["exit_code"], r["stop_reason"]) for r in report["runs"]] == [(0, "max_frames")] * 2
+    assert len(report["budgets"]) == 4 and report["budgets"][-1] <= min(r["frames"] for r in report["runs"])
+    assert result.stdout.count("started") == 2 and result.stdout.count("ended: exit 0") == 2
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_sweep_after_the_running_run_saved(tmp_path):
+    out = tmp_path / "sweep"
+    flags = ["--runs", 3, "--seconds", 120, "--out", out, "--", *TINY]
+    proc = subprocess.Popen([*command("sweep"), *map(str, flags)], cwd=ROOT,
+                            start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    progress, deadline = out / "run1" / "progress.csv", time.monotonic() + 120
+    while not (progress.exists() and len(progress.read_text().splitlines()) > 5) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)  # as the terminal does: to sweep.py and main.py alike
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    assert not (out / "run2").exists()
+    report = read_json(out / "sweep.json")
+    assert [(r["exit_code"], r["stop_reason"]) for r in report["runs"]] == [(130, "interrupted")]
+    assert (out / "sweep.md").exists() and (out / "sweep.png").exists()
+
+
+def test_min_entropy_looks_at_the_first_frames_only(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(tmp_path) as writer:
+        for step, value in ((100_000, 1.7), (400_000, 0.3), (600_000, 0.01)):
+            writer.add_scalar("losses/entropy", value, step)
+    assert sweep.min_entropy(str(tmp_path)) == pytest.approx(0.3)
+    assert sweep.min_entropy(str(tmp_path), frames=10**6) == pytest.approx(0.01)
+    (tmp_path / "empty").mkdir()
+    assert sweep.min_entropy(str(tmp_path / "empty")) is None

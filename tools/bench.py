@@ -1,0 +1,264 @@
+"""Benchmark: how fast a3g trains, and how close that is to what this machine allows.
+
+    python -m tools.bench                      # PongNoFrameskip-v4, the standard configurations (about 6 minutes)
+    python -m tools.bench --quick              # a short end-to-end pass (seconds), as the tests run it
+    python -m tools.bench --configs "a3clstm:1" "nature:8:bf16" --seconds 60
+
+In one run and one process tree it measures
+(a) the emulator ceiling: every core stepping the preprocessed game with random actions (frames/s);
+(b) the network's own cost per agent step on the first of ``--gpu-ids`` (or the CPU), one CPU thread: inference at
+    the configuration's batch, and a training rollout (forward and backward over num_steps x envs, Adam step) per
+    sample;
+(c) real training frames/s of each configuration (workers = cores, evaluator included, at its --evaluator-cpu
+    share of a core), after a warm-up.
+The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
+emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
+straightforward one-env-per-worker loop). A configuration is
+``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay]`` (``impala``: IMPALA's actors and learner
+instead of A3G's workers, with the same number of processes stepping environments; ``server``: with ``--inference
+server``; ``replay``: IMPALA with ``REPLAY``, half of each batch fresh and half replayed; ``batched``: A3G's
+``--train-forward batched``).
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+from core.hardware import device_for, usable_cores
+from envs.environment import EnvSettings, frames_per_step, make_env
+from impala.shm import impala_roles
+from model import FRAME_FORMAT, build_model, fast_layout, flatten_parameters
+from runtime.config import cpu_share, default_gpu_ids, validate
+from runtime.processes import evaluator_cpu_share
+from runtime.run_dir import prepare_run_dir
+from runtime.run_state import RunState
+from runtime.supervisor import Supervisor
+from shared_optim import optimizer_for
+from train import a3g_roles
+
+# the ``:replay`` token's --replay-parameters: configuration B of the replay comparison (docs/replay_comparison.sh)
+REPLAY = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]'
+STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16", "nature:8:impala",
+            "nature:8:bf16:impala"]
+
+
+def parse_config(text):
+    parts = text.split(":")
+    model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
+    return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
+            "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
+            "train_forward": "batched" if "batched" in parts[2:] else "stepped",
+            "inference": "server" if "server" in parts[2:] else "local", "replay": "replay" in parts[2:]}
+
+
+def emulator_worker(env_id, frame_size, frame_stack, seconds, seed, queue):
+    torch.set_num_threads(1)
+    env = make_env(EnvSettings(env_id, frame_size=frame_size, frame_stack=frame_stack), train=True)
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(100):
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            if terminated or truncated:
+                env.reset()
+        steps += 100
+    queue.put(steps / (time.perf_counter() - start))
+
+
+def emulator_ceiling(env_id, frame_format, cores, seconds):
+    """Agent steps/s of all cores together stepping the preprocessed game at random."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=emulator_worker, args=(env_id, *frame_format, seconds, i, queue)) for i in range(cores)]
+    for p in procs:
+        p.start()
+    rates = [queue.get(timeout=seconds + 120) for _ in procs]
+    for p in procs:
+        p.join()
+    return sum(rates)
+
+
+def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3, batched=False, device="cpu"):
+    """Seconds per agent step on ``device`` (one CPU thread): (inference at this batch, training rollout
+    forward+backward+Adam per sample). The training rollout is the worker's: the graph built while acting, or
+    (``batched``, ``--train-forward batched``) acting without autograd and then one ``model.unroll`` over it."""
+    torch.set_num_threads(1)
+    device = torch.device(device)
+    model = fast_layout(build_model(meta).to(device), meta, channels_last)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    obs = torch.randn(num_steps, batch, *meta["obs_shape"], device=device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+
+    def clock():  # CUDA work is asynchronous: wait for it before reading the clock
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    with torch.no_grad(), autocast:
+        state = model.initial_state(batch, device)
+        for _ in range(3):
+            model(obs[0], state)
+        start = clock()
+        for t in range(num_steps):
+            _, _, state = model(obs[t], state)
+        infer = (clock() - start) / (num_steps * batch)
+    best = float("inf")
+    for it in range(iters + 1):
+        start = clock()
+        state = model.initial_state(batch, device)
+        losses = []
+        with autocast:  # one region for the rollout, as the worker: weights are cast to bf16 once, not every step
+            start_state = state
+            with torch.set_grad_enabled(not batched):
+                for t in range(num_steps):
+                    value, logits, state = model(obs[t], state)
+                    losses.append(value.float().pow(2).mean() - logits.float().log_softmax(-1).mean())
+            if batched:
+                values, logits, _ = model.unroll(obs, start_state, torch.zeros(num_steps, batch, device=device))
+                losses = [values.float().pow(2).mean(0) - logits.float().log_softmax(-1).mean((0, 2))]
+        optimizer.zero_grad()
+        torch.stack(losses).sum().backward()
+        optimizer.step()
+        if it:  # the first is warm-up
+            best = min(best, (clock() - start) / (num_steps * batch))
+    return infer, best
+
+
+def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="auto", evaluator_nice=0,
+                 gpu_ids=(-1,)):
+    """Real training (A3G's workers or IMPALA's actors and learner, and the evaluator, as main.py runs them):
+    frames/s after the warm-up."""
+    argv = ["--env", env_id, "--algo", config["algo"], "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
+            str(config["envs"]), "--gpu-ids", *map(str, gpu_ids), "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
+            "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
+            "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
+            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice)]
+    if config["algo"] == "impala":  # each algorithm takes only its own flags
+        argv += ["--inference", config["inference"]] + (["--replay-parameters", REPLAY] if config.get("replay") else [])
+    else:
+        argv += ["--train-forward", config["train_forward"]]
+    args, settings, meta, _, _ = validate(argv)
+    shared_model = fast_layout(build_model(meta), meta, args.channels_last)
+    flatten_parameters(shared_model, shared=True)
+    optimizer = optimizer_for(args, shared_model.parameters(), True)
+    ctx = mp.get_context("spawn")
+    state = RunState(ctx, workers)
+    paths = prepare_run_dir(args, None)
+    if args.algo == "impala":
+        roles = impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, 0.0)
+    else:
+        roles = a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, 0.0)
+    supervisor = Supervisor(ctx, roles, state, args.max_restarts, lambda message, echo=True: None)
+    supervisor.start()
+    try:
+        deadline = time.monotonic() + warmup + 120  # start-up (imports) does not count as warm-up
+        while state.frames.value == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(warmup)
+        f0, t0 = state.frames.value, time.monotonic()
+        time.sleep(seconds)
+        f1, t1 = state.frames.value, time.monotonic()
+    finally:
+        supervisor.stop()
+    return (f1 - f0) / (t1 - t0)
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)
+    p.add_argument("--env", default="PongNoFrameskip-v4")
+    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay] ...")
+    p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
+    p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
+    p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
+    p.add_argument("--emulator-seconds", type=float, default=10.0)
+    p.add_argument("--evaluator-cpu", type=cpu_share, default="auto", help="main.py's --evaluator-cpu for the training runs")
+    p.add_argument("--evaluator-nice", type=int, default=0, help="main.py's --evaluator-nice for the training runs")
+    p.add_argument("--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
+                   help="as main.py's: the training runs' GPUs, the first one for the network's cost (default: all "
+                        "visible GPUs, else -1: the CPU)")
+    p.add_argument("--quick", action="store_true", help="seconds, not minutes: one configuration, short phases")
+    p.add_argument("--json", default="bench.json", help="write the results here")
+    args = p.parse_args()
+    if args.quick:
+        args.configs = args.configs if args.configs != STANDARD else ["a3clstm:2"]
+        args.seconds, args.warmup, args.emulator_seconds = 3.0, 2.0, 1.0
+    configs = [parse_config(c) for c in args.configs]
+    cores = usable_cores()
+    skip = frames_per_step(args.env, 4)
+    print(f"bench: {args.env} on {cpu_name()}, {cores} cores, torch {torch.__version__}, {args.workers} workers, "
+          f"evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a core, device "
+          f"{device_for(args.gpu_ids, 0)}" + (f" ({torch.cuda.get_device_name(args.gpu_ids[0])})"
+                                               if args.gpu_ids != [-1] else ""), flush=True)
+
+    emulator = {}
+    for fmt in sorted({FRAME_FORMAT.get(c["model"], (80, 1)) for c in configs}):
+        steps = emulator_ceiling(args.env, fmt, cores, args.emulator_seconds)
+        emulator[fmt] = steps
+        print(f"bench: emulator ceiling ({fmt[0]}x{fmt[0]}x{fmt[1]}): {steps * skip:,.0f} frames/s on {cores} cores "
+              f"({steps * skip / cores:,.0f} per core)", flush=True)
+
+    results = []
+    for config in configs:
+        with tempfile.TemporaryDirectory(prefix="a3g-bench-") as out:
+            argv = ["--env", args.env, "--model", config["model"], "--run-dir", out]
+            _, _, meta, _, _ = validate(argv)
+            infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
+                                        iters=1 if args.quick else 3, batched=config["train_forward"] == "batched",
+                                        device=device_for(args.gpu_ids, 0))
+            fps = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out,
+                               args.evaluator_cpu, args.evaluator_nice, args.gpu_ids)
+        fmt = FRAME_FORMAT.get(config["model"], (80, 1))
+        emu_step = cores / emulator[fmt]  # core-seconds per agent step in the emulator
+        net_fps = cores * skip / train
+        emu_fps = emulator[fmt] * skip
+        both_fps = cores * skip / (train + emu_step)
+        results.append({**config, "fps": fps, "inference_ms_per_step": infer * 1e3, "train_ms_per_step": train * 1e3,
+                        "network_ceiling_fps": net_fps, "emulator_ceiling_fps": emu_fps,
+                        "combined_ceiling_fps": both_fps, "ratio_to_min_ceiling": fps / min(net_fps, emu_fps),
+                        "ratio_to_combined_ceiling": fps / both_fps})
+        print(f"bench: {config['name']}: {fps:,.0f} frames/s (network: inference {infer * 1e3:.2f} ms, training "
+              f"{train * 1e3:.2f} ms per step)", flush=True)
+
+    base = results[0]["fps"]
+    header = (f"{'configuration':<18}{'frames/s':>10}{'x base':>8}{'net ceil':>10}{'emu ceil':>10}{'both':>9}"
+              f"{'/min':>7}{'/both':>7}")
+    print("\n" + header + "\n" + "-" * len(header))
+    for r in results:
+        print(f"{r['name']:<18}{r['fps']:>10,.0f}{r['fps'] / base:>8.2f}{r['network_ceiling_fps']:>10,.0f}"
+              f"{r['emulator_ceiling_fps']:>10,.0f}{r['combined_ceiling_fps']:>9,.0f}"
+              f"{r['ratio_to_min_ceiling']:>7.0%}{r['ratio_to_combined_ceiling']:>7.0%}")
+    report = {"env": args.env, "cpu": cpu_name(), "cores": cores, "workers": args.workers, "torch": torch.__version__,
+              "gpu_ids": args.gpu_ids,
+              "evaluator_cpu": evaluator_cpu_share(args.evaluator_cpu, args.workers),
+              "evaluator_nice": args.evaluator_nice,
+              "python": platform.python_version(), "seconds": args.seconds, "warmup": args.warmup,
+              "emulator_steps_per_s": {f"{k[0]}x{k[1]}": v for k, v in emulator.items()}, "frames_per_step": skip,
+              "results": results}
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"\nbench: results in {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Plot training progress: evaluator returns against frames and against wall time, from runs' progress.csv.
+
+    python -m tools.plot runs/CartPole-v1__1__20261121-180000                 # -> that run's progress.png
+    python -m tools.plot runs/a runs/b -o compare.png                          # several runs on one figure
+
+Each run is a run directory (or its progress.csv). Faint lines: the return of each evaluator game; solid lines: the
+running mean_return (mean of the last --score-window games). The legend labels runs by their directory name.
+Exit codes: 0 written, 2 bad input (one line on stderr).
+"""
+
+import csv
+import json
+import math
+import os
+import sys
+
+from core.cli import OneLineParser
+from core.errors import EXIT_BAD_INPUT, EXIT_OK, BadInput
+
+PROG = "python -m tools.plot"  # how the command is run, for its messages
+
+NEEDED = ("wall_time_s", "frames", "return", "mean_return")
+
+
+def build_parser():
+    p = OneLineParser(prog=PROG, description="Plot evaluator returns of a3g runs against frames and wall time.")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or their progress.csv files)")
+    p.add_argument("-o", "--output", default=None,
+                   help="PNG to write (default: <RUN_DIR>/progress.png for one run, ./progress.png for several)")
+    p.add_argument("--title", default=None, help="figure title (default: the runs' environment id)")
+    p.add_argument("--dpi", type=int, default=120, help="resolution of the PNG (default: 120)")
+    return p
+
+
+def progress_path(run):
+    return os.path.join(run, "progress.csv") if os.path.isdir(run) else run
+
+
+def run_label(run):
+    path = os.path.normpath(os.path.abspath(run))
+    if not os.path.isdir(path):
+        path = os.path.dirname(path)
+    return os.path.basename(path)
+
+
+def run_env(run):
+    """The env id from the run's args.json, if there is one."""
+    folder = run if os.path.isdir(run) else os.path.dirname(os.path.abspath(run))
+    try:
+        with open(os.path.join(folder, "args.json")) as f:
+            return json.load(f).get("env")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def read_progress(run):
+    """Columns of progress.csv as lists of floats; raises BadInput when there is nothing to plot."""
+    path = progress_path(run)
+    if not os.path.isfile(path):
+        raise BadInput(f"{path} not found (give a3g run directories, which hold progress.csv)")
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None:
+                raise BadInput(f"{path} is empty")
+            missing = [c for c in NEEDED if c not in reader.fieldnames]
+            if missing:
+                raise BadInput(f"{path} lacks the column(s) {', '.join(missing)}: not an a3g progress.csv")
+            data = {c: [] for c in NEEDED}
+            for row in reader:
+                try:
+                    values = {c: float(row[c]) for c in NEEDED}
+                except (TypeError, ValueError):
+                    continue  # a half-written last line of a running run, say
+                if all(math.isfinite(v) for v in values.values()):
+                    for c in NEEDED:
+                        data[c].append(values[c])
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise BadInput(f"{path} cannot be read ({exc})") from None
+    if not data["frames"]:
+        raise BadInput(f"{path} has no evaluator games yet (only a header)")
+    return data
+
+
+def time_unit(max_seconds):
+    if max_seconds < 600:
+        return 1.0, "s"
+    if max_seconds < 3 * 3600:
+        return 60.0, "min"
+    return 3600.0, "h"
+
+
+def plot(runs, output, title=None, dpi=120):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
+
+    data = [(run_label(run), read_progress(run)) for run in runs]
+    if title is None:
+        envs = {run_env(run) for run in runs}
+        title = envs.pop() if len(envs) == 1 and None not in envs else None
+    scale, unit = time_unit(max(max(d["wall_time_s"]) for _, d in data))
+
+    fig, (ax_frames, ax_time) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, d) in enumerate(data):
+        color = colors[i % len(colors)]
+        times = [t / scale for t in d["wall_time_s"]]
+        for ax, x in ((ax_frames, d["frames"]), (ax_time, times)):
+            ax.plot(x, d["return"], color=color, alpha=0.25, linewidth=0.8)
+            ax.plot(x, d["mean_return"], color=color, linewidth=2.0, label=label)
+    ax_frames.set_xlabel("frames")
+    ax_frames.xaxis.set_major_formatter(EngFormatter())
+    ax_frames.set_ylabel("evaluator return (faint: each game; solid: running mean)")
+    ax_time.set_xlabel(f"wall time ({unit})")
+    for ax in (ax_frames, ax_time):
+        ax.grid(True, alpha=0.3)
+        ax.set_xlim(left=0)
+    ax_frames.set_title("return vs frames")
+    ax_time.set_title("return vs wall time")
+    ax_time.legend(loc="best", fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    folder = os.path.dirname(os.path.abspath(output))
+    os.makedirs(folder, exist_ok=True)
+    fig.savefig(output, dpi=dpi, format="png")
+    plt.close(fig)
+    return output
+
+
+def main(argv=None):
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.dpi <= 0:
+        print(f"{PROG}: error: --dpi must be positive, got {args.dpi}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    output = args.output
+    if output is None:
+        output = os.path.join(args.runs[0] if os.path.isdir(args.runs[0]) else ".", "progress.png") \
+            if len(args.runs) == 1 else "progress.png"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print(f"{PROG}: error: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        plot(args.runs, output, args.title, args.dpi)
+    except BadInput as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"{PROG}: error: cannot write {output} ({exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"plot.py: wrote {output} ({len(args.runs)} run(s))")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

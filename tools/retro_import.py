@@ -1,0 +1,37 @@
+"""Import retro game ROMs: stable-retro's games and a3g's own integrations (Super Mario Kart).
+
+    python -m tools.retro_import DIR [DIR ...]
+
+Runs stable-retro's importer (``python -m stable_retro.import DIR``) with a3g's ``envs/retro_integrations/`` folder
+added to the integrations it matches ROM files against (by SHA-1), so a ROM of one of a3g's games is copied into
+``envs/retro_integrations/<game>/rom.<ext>`` (ignored by git: ROMs are never committed). Exit 2 when a DIR is not a
+folder.
+"""
+
+import os
+import sys
+
+from envs import retro_env
+
+PROG = "python -m tools.retro_import"  # how the command is run, for its messages
+
+
+def main(argv=None):
+    folders = sys.argv[1:] if argv is None else argv
+    if not folders or any(f.startswith("-") for f in folders):
+        print("usage: python -m tools.retro_import DIR [DIR ...]  (folders holding your ROM files)", file=sys.stderr)
+        return 2
+    missing = [f for f in folders if not os.path.isdir(f)]
+    if missing:
+        print(f"{PROG}: error: {missing[0]} is not a folder", file=sys.stderr)
+        return 2
+    retro_env.retro()  # registers a3g's integrations with stable-retro
+    from stable_retro.scripts.import_path import main as stable_retro_import
+
+    sys.argv = ["retro_import.py", *folders]  # stable-retro's importer reads its folders from sys.argv
+    stable_retro_import()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Make the save state Super Mario Kart training starts from: the first race of the Mushroom Cup (Mario Circuit 1,
+50cc, Mario), at the start of the countdown.
+
+    python -m tools.retro_import DIR          # once: copies your Super Mario Kart (USA) ROM into envs/retro_integrations/
+    python -m tools.retro_state               # writes envs/retro_integrations/SuperMarioKart-Snes-v0/MarioCircuit1.state
+
+It powers the console on, presses through the menus with a fixed list of button presses (``MENU_PRESSES``: title
+screen, 1P game, Mario GP, 50cc, Mario, Mushroom Cup), then waits for the race to start, and checks the RAM
+variables of a3g's integration before it saves: on the ground, lap counter at the start, checkpoint 0 or the last.
+It also writes a PNG of the screen next to the state, to look at.
+
+Honest limits: no ROM ships with a3g, so this sequence was written from how the game's menus work and has not been
+run against the game here. When the check fails it saves nothing, prints the variables and where the screen
+picture is, and exits 1: adjust ``MENU_PRESSES`` (the frames to wait are the likely culprits), or make the state
+by hand with any SNES emulator's stable-retro-compatible tools and pass it with ``--state FILE``.
+"""
+
+import argparse
+import gzip
+import os
+import sys
+
+import numpy as np
+
+from core.errors import BadInput
+from envs import retro_env
+
+PROG = "python -m tools.retro_state"  # how the command is run, for its messages
+
+GAME = "SuperMarioKart-Snes-v0"
+STATE_NAME = "MarioCircuit1"
+# (button, frames held, frames waited afterwards); None = no button. SNES confirms with B, START on the title.
+MENU_PRESSES = [
+    (None, 0, 420),      # boot, Nintendo logo, intro
+    ("START", 4, 120),   # title screen -> 1P/2P
+    ("B", 4, 90),        # 1P GAME
+    ("B", 4, 90),        # MARIO GP
+    ("B", 4, 90),        # 50cc
+    ("B", 4, 120),       # OK?
+    ("B", 4, 90),        # Mario (the cursor starts on him)
+    ("B", 4, 120),       # OK?
+    ("B", 4, 90),        # MUSHROOM CUP
+    ("B", 4, 60),        # OK?
+]
+RACE_WAIT_FRAMES = 1800  # the course intro (Lakitu, camera sweep) before the countdown
+COUNTDOWN_PHASE = 4  # 7E003A: 4 during the countdown, 6 once racing (MrL314's map)
+
+
+def press(env, buttons, name, held, wait):
+    action = np.zeros(len(buttons), dtype=np.uint8)
+    if name is not None:
+        action[buttons.index(name)] = 1
+    info = {}
+    for i in range(held + wait):
+        _, _, _, _, info = env.step(action if i < held else np.zeros_like(action))
+    return info
+
+
+def race_start_problems(info):
+    """What is wrong with ``info`` for the start of a race (an empty list: nothing)."""
+    problems = []
+    if info.get("race_phase") not in (COUNTDOWN_PHASE, COUNTDOWN_PHASE + 2):
+        problems.append(f"race_phase {info.get('race_phase')} (expected {COUNTDOWN_PHASE} or {COUNTDOWN_PHASE + 2})")
+    if info.get("kart_status") != 0:
+        problems.append(f"kart_status {info.get('kart_status')} (expected 0, on the ground)")
+    if info.get("lap") not in (127, 128):
+        problems.append(f"lap {info.get('lap')} (expected 127 or 128 at the start line)")
+    return problems
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    p.add_argument("--game", default=GAME, choices=[GAME], help="the game (a3g has one such recipe)")
+    p.add_argument("--out", default=None, help="state file (default: the integration's MarioCircuit1.state)")
+    args = p.parse_args(argv)
+    try:
+        retro_env.check_rom(args.game)
+    except BadInput as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    r = retro_env.retro()
+    env = r.make(args.game, state=r.State.NONE, use_restricted_actions=r.Actions.ALL, render_mode="rgb_array")
+    env.reset()
+    buttons = list(env.unwrapped.buttons)
+    for name, held, wait in MENU_PRESSES:
+        info = press(env, buttons, name, held, wait)
+    for _ in range(RACE_WAIT_FRAMES // 10):
+        info = press(env, buttons, None, 0, 10)
+        if info.get("race_phase") == COUNTDOWN_PHASE:
+            break
+    folder = os.path.join(retro_env.INTEGRATIONS, args.game)
+    out = args.out or os.path.join(folder, STATE_NAME + ".state")
+    picture = os.path.splitext(out)[0] + ".png"
+    import cv2
+
+    cv2.imwrite(picture, cv2.cvtColor(env.render(), cv2.COLOR_RGB2BGR))
+    problems = race_start_problems(info)
+    if problems:
+        print(f"retro_state.py: the menus did not lead to the start of a race ({'; '.join(problems)}); nothing "
+              f"saved; the screen is in {picture}; variables: {info}", file=sys.stderr)
+        return 1
+    with gzip.open(out, "wb") as f:
+        f.write(env.unwrapped.em.get_state())
+    env.close()
+    print(f"retro_state.py: saved {out} (screen: {picture}); variables at the start: {info}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+"""Seed sweep: N runs of one training command back to back, then how fast and how far they learned.
+
+    python -m tools.sweep --runs 5 --seconds 1200 --score 18 --out sweeps/pong -- --model nature --stop-score 18
+    python -m tools.sweep --runs 5 --seconds 120 --score 475 --budgets 50000 100000 --out sweeps/cartpole \\
+        -- --env CartPole-v1 --stop-score 475
+    python -m tools.sweep --report sweeps/pong            # table and figure again from the runs already there
+
+Flags after ``--`` go to main.py unchanged; sweep.py adds ``--seed <seed0 + i - 1> --run-dir OUT/run<i>``, the
+budget (--seconds -> ``--max-seconds``, --frames -> ``--max-frames``) and, unless given, ``--save-model-dir
+OUT/trained_models --log-dir OUT/logs``, so that a sweep never overwrites the project's trained_models/. Runs go
+one after another (side by side they would share the CPU); run i's output goes to OUT/run<i>/stdout.log.
+
+The report (printed; OUT/sweep.md, OUT/sweep.json, OUT/sweep.png) has a row per run and the median and worst of
+  time to score: seconds and frames at the first evaluator game whose running mean, over a full --score-window
+      (main.py's rule for --stop-score), reaches --score. Never, or a run that did not exit 0: not reached, which
+      counts as infinitely slow;
+  return @ F: the running mean of the last evaluator game at or before F frames (runs without one left out).
+The figure: every run's running mean against wall-clock minutes and against frames.
+
+Exit codes: 0 every run exited 0; 1 some did not (the sweep went on); 2 bad input, one line on stderr (also when
+run 1 refuses its flags, as every run would); 130 Ctrl-C: main.py, in the same process group, gets it too and
+saves, and the report covers the runs so far; 143 SIGTERM, which is passed on to the running main.py.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+
+from core.cli import OneLineParser
+from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
+from tools.plot import read_progress, run_env
+
+PROG = "python -m tools.sweep"  # how the command is run, for its messages
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository, where main.py is
+FINISHED = ("max_frames", "max_seconds", "solved")  # the stop reasons of a run that exits 0
+ENTROPY_FRAMES = 500_000  # the min entropy column looks at the first frames, where a collapse shows
+# main.py flags that sweep.py sets itself: the user's own would make the runs alike or mix two budgets
+OWN_FLAGS = {"seed": ("--seed", "use --seed0"), "run_dir": ("--run-dir", "use --out"),
+             "max_seconds": ("--max-seconds", "use --seconds"), "max_frames": ("--max-frames", "use --frames"),
+             "resume": ("--resume", "a sweep starts its runs afresh")}
+
+
+def count(text):
+    value = float(text)  # so that 3e6 is accepted
+    if not (value.is_integer() and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return int(value)
+
+
+def build_parser():
+    p = OneLineParser(prog=PROG, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                      description="Seed sweep of a3g: N runs of one main.py command, then a table of time to score "
+                                  "and return at frame budgets (median and worst) and a figure of every run.",
+                      epilog="Flags after -- go to main.py unchanged.")
+    add = p.add_argument
+    add("--runs", type=int, default=5, help="runs in the sweep, one after another")
+    add("--seed0", type=int, default=1, help="seed of run 1; run i gets seed0 + i - 1")
+    add("--seconds", type=float, default=None, help="wall-clock budget of each run (main.py --max-seconds)")
+    add("--frames", type=count, default=None, help="frame budget of each run (main.py --max-frames)")
+    add("--score", type=float, default=None, help="report the time each run took to reach this running mean")
+    add("--budgets", type=count, nargs="+", default=None, metavar="FRAMES",
+        help="frame counts to report the return at (None: 4 evenly spaced up to the shortest run's frames, "
+             "rounded down to 2 significant digits)")
+    add("--out", default=None, help="new folder for the sweep: run<i>/, trained_models/, logs/, sweep.md/json/png")
+    add("--report", default=None, metavar="OUT", help="run nothing: write the report of the sweep in OUT again")
+    return p
+
+
+def parse(argv):
+    cut = argv.index("--") if "--" in argv else len(argv)
+    p = build_parser()
+    args, unknown = p.parse_known_args(argv[:cut])
+    if unknown:
+        p.error(f"unrecognized arguments: {' '.join(unknown)} (flags for main.py go after --)")
+    args.main_flags = argv[cut + 1:]
+    if args.score is not None and not math.isfinite(args.score):
+        p.error(f"--score must be a finite number, got {args.score}")
+    if args.report is not None:
+        if args.main_flags:
+            p.error("--report runs nothing: it takes no flags for main.py")
+        if not any(os.path.isfile(os.path.join(run, "progress.csv")) for run in run_dirs(args.report)):
+            p.error(f"{args.report} holds no run<i>/progress.csv: not a sweep folder")
+    elif args.runs < 1:
+        p.error(f"--runs must be at least 1, got {args.runs}")
+    elif args.seconds is None and args.frames is None:
+        p.error("give each run a budget: --seconds and/or --frames (or --report OUT)")
+    elif args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
+        p.error(f"--seconds must be positive, got {args.seconds}")
+    elif args.out is None:
+        p.error("--out is required: the folder the sweep's runs go to")
+    elif run_dirs(args.out):
+        p.error(f"{args.out} already holds runs: give a new --out rather than mix sweeps (or --report {args.out})")
+    return p, args
+
+
+def run_dirs(out):
+    """OUT/run<i> folders, in the order of i."""
+    found = [(int(m.group(1)), name) for name in (os.listdir(out) if os.path.isdir(out) else [])
+             if (m := re.fullmatch(r"run(\d+)", name)) and os.path.isdir(os.path.join(out, name))]
+    return [os.path.join(out, name) for _, name in sorted(found)]
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_run(run_dir, known):
+    """A run from what it wrote (a crashed one may lack summary.json or games) and what the sweep knows of it."""
+    args, summary = load_json(os.path.join(run_dir, "args.json")), load_json(os.path.join(run_dir, "summary.json"))
+    try:
+        curve = read_progress(run_dir)
+    except BadInput:
+        curve = None
+    frames, code = summary.get("frames", curve["frames"][-1] if curve else None), known.get("exit_code")
+    return {"run": os.path.basename(run_dir), "seed": args.get("seed", known.get("seed")), "exit_code": code,
+            "stop_reason": summary.get("stop_reason"), "frames": None if frames is None else int(frames),
+            "seconds": summary.get("seconds", curve["wall_time_s"][-1] if curve else None),
+            "best_mean_return": summary.get("best_mean_return"), "score_window": args.get("score_window", 10),
+            "min_entropy": min_entropy(run_dir),
+            # the exit code when the sweep saw it, else (runs reported without their sweep.json) the stop reason
+            "finished": code == 0 if code is not None else summary.get("stop_reason") in FINISHED, "curve": curve}
+
+
+def min_entropy(run_dir, frames=ENTROPY_FRAMES):
+    """The lowest policy entropy (worker 0's, TensorBoard ``losses/entropy``) logged up to ``frames``: a policy that
+    collapsed early shows as ~0. None without TensorBoard events."""
+    if not any(name.startswith("events.out.tfevents") for name in os.listdir(run_dir)):
+        return None
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(run_dir, size_guidance={"scalars": 0}).Reload()
+    if "losses/entropy" not in events.Tags()["scalars"]:
+        return None
+    values = [e.value for e in events.Scalars("losses/entropy") if e.step <= frames]
+    return min(values) if values else None
+
+
+def time_to_score(run, score):
+    """(seconds, frames) of the first game whose mean over a full window reaches score: main.py's 'solved'."""
+    curve = run["curve"]
+    for k, mean in enumerate(curve["mean_return"] if run["finished"] and curve else []):
+        if k + 1 >= run["score_window"] and mean >= score:
+            return curve["wall_time_s"][k], int(curve["frames"][k])
+    return None, None
+
+
+def return_at(curve, budget):
+    means = [m for f, m in zip(curve["frames"], curve["mean_return"]) if f <= budget] if curve else []
+    return means[-1] if means else None
+
+
+def default_budgets(runs):
+    """4 evenly spaced up to the shortest run, rounded down (so that every run got that far) to 2 digits."""
+    ends = [run["frames"] for run in runs if run["frames"]]
+    budgets = set()
+    for x in (int(min(ends) * k / 4) for k in range(1, 5)) if ends else ():
+        step = 10 ** max(len(str(x)) - 2, 0)
+        budgets.add(x // step * step)
+    return sorted(budgets - {0})
+
+
+def median_and_worst(values, time=False):
+    """A time not reached (None) is infinitely slow; a missing return is left out."""
+    values = [math.inf if v is None else v for v in values] if time else [v for v in values if v is not None]
+    if not values:
+        return None, None
+    pair = statistics.median(values), (max if time else min)(values)
+    return tuple(None if v == math.inf else v for v in pair)
+
+
+def cell(value, fmt="{:.1f}", missing="-"):
+    return missing if value is None else fmt.format(value)
+
+
+def report(out, meta, score, budgets):
+    """Measure every run in OUT; write sweep.md, sweep.json and sweep.png; return the markdown."""
+    dirs = run_dirs(out)
+    runs = [load_run(d, meta["runs"].get(os.path.basename(d), {})) for d in dirs]
+    budgets = budgets or default_budgets(runs)
+    keys = ["best_mean_return", "min_entropy"] + (["score_seconds", "score_frames"] if score is not None else [])
+    for run in runs:
+        if score is not None:
+            run["score_seconds"], run["score_frames"] = time_to_score(run, score)
+        run["return_at_budgets"] = [return_at(run["curve"], b) for b in budgets]
+
+    def over_runs(i):  # 0: the median, 1: the worst
+        row = {key: median_and_worst([r[key] for r in runs], time=key.startswith("score"))[i] for key in keys}
+        row["return_at_budgets"] = [median_and_worst([r["return_at_budgets"][k] for r in runs])[i]
+                                    for k in range(len(budgets))]
+        return row
+
+    median, worst = over_runs(0), over_runs(1)
+
+    def cells(r, first):
+        times = [cell(r[key], fmt, "not reached") for key, fmt in zip(keys[2:], ("{:.0f}", "{:,.0f}"))]
+        return (first + [cell(r["best_mean_return"]), cell(r["min_entropy"], "{:.2f}")] + times
+                + [cell(v) for v in r["return_at_budgets"]])
+
+    header = ["run", "seed", "exit", "stop", "frames", "seconds", "best mean",
+              f"min entropy (first {ENTROPY_FRAMES:,} frames)"] + \
+        ([f"to {score:g} (s)", f"to {score:g} (frames)"] if score is not None else []) + \
+        [f"return @ {b:,}" for b in budgets]
+    table = [header, ["---"] * len(header)]
+    table += [cells(r, [r["run"], cell(r["seed"], "{}"), cell(r["exit_code"], "{}"), r["stop_reason"] or "-",
+                        cell(r["frames"], "{:,}"), cell(r["seconds"], "{:.0f}")]) for r in runs]
+    table += [cells(s, [f"**{name}**"] + [""] * 5) for name, s in (("median", median), ("worst", worst))]
+    env = run_env(dirs[0]) or "?"
+    lines = [f"# Seed sweep: {env}, {len(runs)} run(s)", ""]
+    lines += [f"- {what}: `{meta[key]}`" for what, key in (("sweep", "sweep_command"), ("each run", "run_command"))
+              if meta.get(key)]
+    lines += [f"- machine: {meta.get('machine') or 'not recorded (no sweep.json of the sweep)'}",
+              "- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
+              "score (runs that did not exit 0: not reached); return @ F: the running mean of the last game at or "
+              "before F frames; min entropy: worker 0's lowest logged policy entropy (a collapse shows as ~0); "
+              "worst: the slowest time, the lowest return or entropy", ""]
+    text = "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table]) + "\n"
+    with open(os.path.join(out, "sweep.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out, "sweep.json"), "w") as f:
+        json.dump({**{k: v for k, v in meta.items() if k != "runs"}, "score": score, "budgets": budgets,
+                   "runs": [{k: v for k, v in r.items() if k not in ("curve", "finished")} for r in runs],
+                   "median": median, "worst": worst}, f, indent=2)
+    draw(os.path.join(out, "sweep.png"), runs, score, f"{env}: {len(runs)} run(s)")
+    return text
+
+
+def draw(path, runs, score, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
+
+    fig, (ax_time, ax_frames) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for run in (run for run in runs if run["curve"]):
+        line, = ax_time.plot([t / 60 for t in run["curve"]["wall_time_s"]], run["curve"]["mean_return"],
+                             label=f"{run['run']} (seed {run['seed']})")
+        ax_frames.plot(run["curve"]["frames"], run["curve"]["mean_return"], color=line.get_color())
+    for ax in (ax_time, ax_frames):
+        if score is not None:
+            ax.axhline(score, color="black", linestyle="--", linewidth=1, label=f"score {score:g}")
+        ax.grid(True, alpha=0.3)
+        ax.set_xlim(left=0)
+    ax_time.set_xlabel("wall time (min)")
+    ax_time.set_ylabel("evaluator return, running mean")
+    if ax_time.get_legend_handles_labels()[0]:  # none when no run got to an evaluator game
+        ax_time.legend(loc="best", fontsize="small")
+    ax_frames.set_xlabel("frames")
+    ax_frames.xaxis.set_major_formatter(EngFormatter())
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, format="png")
+    plt.close(fig)
+
+
+def machine():
+    import torch
+
+    from core.hardware import usable_cores
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        cpu = None
+    gpus = f", {torch.cuda.device_count()} CUDA GPU(s)" if torch.cuda.is_available() else ""
+    return (f"{platform.platform()}, {cpu or platform.machine()}, {usable_cores()} of {os.cpu_count()} cores usable"
+            f"{gpus}; Python {platform.python_version()}, torch {torch.__version__}")
+
+
+def sweep(p, args, argv):
+    signals, running = [], [None]
+
+    def on_signal(signum, frame):
+        # Noted, not raised, so that sweep.py waits for the run: Ctrl-C reaches main.py from the terminal too
+        # (same process group) and it saves; a SIGTERM was sent to sweep.py alone and is passed on.
+        signals.append(signum)
+        if signum == signal.SIGTERM and running[0] is not None:
+            running[0].send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    from runtime import config  # torch and all, so only here: main.py is about to run anyway
+
+    # main.py's own parser reads the flags as main.py will: bad ones stop the sweep before it starts
+    given = vars(config.build_parser(suppress_defaults=True).parse_args(args.main_flags))
+    for dest, (flag, hint) in OWN_FLAGS.items():
+        if dest in given:
+            p.error(f"{flag} after -- is for sweep.py to set ({hint})")
+    own = (["--max-seconds", f"{args.seconds:g}"] if args.seconds is not None else []) + \
+          (["--max-frames", str(args.frames)] if args.frames is not None else []) + \
+          ([] if "save_model_dir" in given else ["--save-model-dir", os.path.join(args.out, "trained_models")]) + \
+          ([] if "log_dir" in given else ["--log-dir", os.path.join(args.out, "logs")])
+
+    def flags(seed, run_dir):
+        return [*args.main_flags, "--seed", seed, "--run-dir", run_dir, *own]
+
+    meta = {"sweep_command": shlex.join(["python", "-m", "tools.sweep", *argv]), "main_flags": args.main_flags,
+            "run_command": shlex.join(["python", "main.py", *flags("SEED", os.path.join(args.out, "runI"))])
+            + f"  (run I = 1..{args.runs}, SEED = {args.seed0} + I - 1)", "machine": machine(), "runs": {}}
+
+    text = None
+    for i in range(1, args.runs + 1):
+        if signals:
+            break
+        seed, run_dir = args.seed0 + i - 1, os.path.join(args.out, f"run{i}")
+        os.makedirs(run_dir)
+        print(f"sweep: run {i}/{args.runs} (seed {seed}) started, output in {run_dir}/stdout.log", flush=True)
+        with open(os.path.join(run_dir, "stdout.log"), "w") as log:
+            running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), *flags(str(seed), run_dir)],
+                                          stdout=log, stderr=subprocess.STDOUT)
+            code = running[0].wait()  # the signal handler returns, and the wait goes on
+        meta["runs"][f"run{i}"] = {"seed": seed, "exit_code": code}
+        run = load_run(run_dir, meta["runs"][f"run{i}"])
+        line = (f"sweep: run {i}/{args.runs} (seed {seed}) ended: exit {code} ({run['stop_reason'] or 'no summary'})"
+                f", {cell(run['seconds'], '{:.0f}')} s, {cell(run['frames'], '{:,}')} frames, best mean "
+                f"{cell(run['best_mean_return'])}")
+        if args.score is not None:
+            seconds, frames = time_to_score(run, args.score)
+            line += f", score {args.score:g} " + ("not reached" if seconds is None else
+                                                  f"reached at {seconds:.0f} s, {frames:,} frames")
+        print(line, flush=True)
+        text = report(args.out, meta, args.score, args.budgets)  # after every run: a sweep cut short keeps it
+        if code == EXIT_BAD_INPUT:  # main.py refused its flags, as it would for every seed
+            with open(os.path.join(run_dir, "stdout.log")) as f:
+                last = ([out for out in f.read().splitlines() if out.strip()] or ["?"])[-1]
+            print(f"{PROG}: error: run {i} refused its flags: {last}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    if text is not None:
+        print(text, flush=True)
+        print(f"sweep: wrote {', '.join(os.path.join(args.out, f'sweep.{x}') for x in ('md', 'json', 'png'))}")
+    if signals:
+        return EXIT_SIGTERM if signal.SIGTERM in signals else EXIT_SIGINT
+    return EXIT_OK if all(r["exit_code"] == 0 for r in meta["runs"].values()) else EXIT_CRASH
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p, args = parse(argv)
+    if args.report is None:
+        return sweep(p, args, argv)
+    old = load_json(os.path.join(args.report, "sweep.json"))  # what only the sweep itself saw
+    meta = {key: old.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine")}
+    meta["runs"] = {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}
+    score = args.score if args.score is not None else old.get("score")
+    print(report(args.report, meta, score, args.budgets or old.get("budgets")), flush=True)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
