@@ -18,12 +18,12 @@ import json
 import os
 from dataclasses import dataclass
 
-import cv2
 import gymnasium as gym
 import numpy as np
 
 from core.errors import BadInput
 from envs import retro_env
+from envs.frames import FrameStack, NormalizedEnv, ScreenFrame
 
 ATARI_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "atari.json")  # per-game crops
 
@@ -35,7 +35,6 @@ try:  # ale-py registers the ALE/* and *NoFrameskip-v4 ids with gymnasium
 except ImportError:  # pragma: no cover - ale-py is a hard requirement, but classic control still works without it
     ale_py = None
 
-cv2.setNumThreads(1)  # one worker = one core: no OpenCV thread pool per process
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -59,7 +58,7 @@ def is_registered(env_id):
 
 def is_retro(env_id):
     """A stable-retro game: not a gymnasium id, but a stable-retro (or a3g) integration, ROM imported or not."""
-    return not is_registered(env_id) and retro_env.is_retro(env_id)
+    return not is_registered(env_id) and retro_env.has_integration(env_id)
 
 
 def check_env_id(env_id):
@@ -217,69 +216,6 @@ class FireReset(gym.Wrapper):
         return obs, info
 
 
-def process_frame(frame, conf, size=80):
-    """Crop rows ``crop1 : crop2 + 160`` of a gray 210x160 frame, resize to size x size (via rl_a3c_pytorch's
-    80 x dimension2 step for size 80), scale to [0, 1]: ``[1, size, size]``."""
-    frame = frame[conf["crop1"] : conf["crop2"] + 160, :160]
-    if size == 80:
-        frame = cv2.resize(frame, (conf["dimension2"], 80), interpolation=cv2.INTER_AREA)
-    if frame.shape != (size, size):
-        frame = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)
-    return (frame.astype(np.float32) * (1.0 / 255.0)).reshape(1, size, size)
-
-
-class AtariRescale(gym.ObservationWrapper):
-    def __init__(self, env, conf, size=80):
-        super().__init__(env)
-        self.conf, self.size = conf, size
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (1, size, size), dtype=np.float32)
-
-    def observation(self, observation):
-        return process_frame(observation, self.conf, self.size)
-
-
-class FrameStack(gym.Wrapper):
-    """The last ``k`` frames along the channel axis, ``[k, H, W]``, for feed-forward networks; a reset fills the
-    stack with the first frame."""
-
-    def __init__(self, env, k):
-        super().__init__(env)
-        shape = env.observation_space.shape
-        self.frames = np.zeros((k,) + shape[1:], dtype=np.float32)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.frames.shape, dtype=np.float32)
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        self.frames[:] = obs[0]
-        return self.frames.copy(), info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.frames[:-1] = self.frames[1:]
-        self.frames[-1] = obs[0]
-        return self.frames.copy(), reward, terminated, truncated, info
-
-
-class NormalizedEnv(gym.ObservationWrapper):
-    """Running (bias-corrected, exponentially weighted) mean and std of the frame, as rl_a3c_pytorch normalises."""
-
-    def __init__(self, env, alpha=0.9999):
-        super().__init__(env)
-        self.alpha = alpha
-        self.state_mean = 0.0
-        self.state_std = 0.0
-        self.num_steps = 0
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, env.observation_space.shape, dtype=np.float32)
-
-    def observation(self, observation):
-        self.num_steps += 1
-        self.state_mean = self.state_mean * self.alpha + float(observation.mean()) * (1 - self.alpha)
-        self.state_std = self.state_std * self.alpha + float(observation.std()) * (1 - self.alpha)
-        correction = 1 - self.alpha**self.num_steps
-        mean, std = self.state_mean / correction, self.state_std / correction
-        return ((observation - mean) / (std + 1e-8)).astype(np.float32, copy=False)
-
-
 class Float32Observation(gym.ObservationWrapper):
     def __init__(self, env):
         super().__init__(env)
@@ -290,6 +226,13 @@ class Float32Observation(gym.ObservationWrapper):
 
     def observation(self, observation):
         return np.asarray(observation, dtype=np.float32)
+
+
+def atari_box(conf, size):
+    """The part of a 210x160 Atari screen that ``ScreenFrame`` keeps for ``conf`` (an ``atari.json`` entry): rows
+    ``crop1 : crop2 + 160``, all 160 columns, and for 80x80 frames rl_a3c_pytorch's first resize to
+    ``dimension2 x 80``."""
+    return (conf["crop1"], conf["crop2"] + 160), (0, 160), size, ((conf["dimension2"], 80) if size == 80 else None)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -323,7 +266,7 @@ def make_env(settings, train=True, render_mode=None):
     if is_retro(env_id):
         if settings.retro is None:
             settings.retro = retro_env.resolve(env_id)
-        return retro_env.make_retro(settings, train, render_mode, NormalizedEnv, FrameStack)
+        return retro_env.make_retro(settings, train, render_mode)
     spec = env_spec(env_id)
     if not is_atari(env_id):
         try:
@@ -350,7 +293,7 @@ def make_env(settings, train=True, render_mode=None):
         env = EpisodicLife(env)
     if "FIRE" in env.unwrapped.get_action_meanings():
         env = FireReset(env)
-    env = AtariRescale(env, conf, settings.frame_size)
+    env = ScreenFrame(env, *atari_box(conf, settings.frame_size))
     env = NormalizedEnv(env)
     if settings.frame_stack > 1:
         env = FrameStack(env, settings.frame_stack)

@@ -13,7 +13,7 @@ The preprocessing, all in this file, in the order the wrappers are stacked:
   rewards summed; frames are counted as emulator frames, like Atari's.
 - game rules (``mario_kart.MarioKartRules`` for Super Mario Kart): rewards and episode ends computed from the RAM
   variables stable-retro puts into ``info``, where ``scenario.json`` cannot say them;
-- ``RetroFrame``: crop (per game, e.g. Mario Kart's minimap), gray, resize to the network's frame size, [0, 1];
+- ``ScreenFrame`` (frames.py, as for Atari): crop (per game, e.g. Mario Kart's minimap), gray, resize to the network's frame size, [0, 1];
   then the Atari pipeline's running normalisation and frame stacking (``environment.py``).
 - training only: ``reward_scale`` (per game) then the worker's clipping to [-1, 1], as for Atari; the evaluator and
   ``gym_eval.py`` score games with the unscaled rewards.
@@ -30,11 +30,11 @@ import functools
 import json
 import os
 
-import cv2
 import gymnasium as gym
 import numpy as np
 
 from core.errors import BadInput
+from envs.frames import FrameStack, NormalizedEnv, ScreenFrame
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INTEGRATIONS = os.path.join(HERE, "retro_integrations")  # a3g's own integrations (data, scenario, metadata)
@@ -53,8 +53,9 @@ def retro():
     return stable_retro
 
 
-def is_retro(env_id):
-    """Is ``env_id`` a stable-retro game (stable-retro's or a3g's integration), imported ROM or not?"""
+def has_integration(env_id):
+    """Whether stable-retro (or a3g's own folder) has an integration named ``env_id``, its ROM imported or not
+    (``environment.is_retro`` asks this of the ids gymnasium does not know)."""
     if "/" in env_id or not env_id.endswith("-v0") or env_id.count("-") < 2:
         return False
     r = retro()
@@ -219,28 +220,6 @@ class RetroSkip(gym.Wrapper):
         return obs, total, terminated, truncated, info
 
 
-def process_retro_frame(frame, crop, size):
-    """RGB ``[H, W, 3]`` -> crop the margins, gray, ``size x size``, [0, 1]: ``[1, size, size]`` float32."""
-    h, w = frame.shape[:2]
-    frame = frame[crop["top"] : h - crop["bottom"], crop["left"] : w - crop["right"]]
-    gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
-    small = cv2.resize(gray, (size, size), interpolation=cv2.INTER_AREA)
-    return (small.astype(np.float32) * (1.0 / 255.0)).reshape(1, size, size)
-
-
-class RetroFrame(gym.ObservationWrapper):
-    def __init__(self, env, crop, size):
-        super().__init__(env)
-        h, w = env.observation_space.shape[:2]
-        if crop["top"] + crop["bottom"] >= h or crop["left"] + crop["right"] >= w:
-            raise BadInput(f"retro_games.json: the crop {crop} leaves nothing of the {w}x{h} screen")
-        self.crop, self.size = crop, size
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (1, size, size), dtype=np.float32)
-
-    def observation(self, observation):
-        return process_retro_frame(observation, self.crop, self.size)
-
-
 class RewardScale(gym.RewardWrapper):
     """Training only: rewards times ``scale`` (before the worker's clipping), for games whose points come in
     hundreds."""
@@ -262,9 +241,16 @@ def game_rules(name):
     raise BadInput(f"retro_games.json: unknown rules {name!r}")
 
 
-def make_retro(settings, train, render_mode, normalize, stack):
-    """The game with a3g's preprocessing (module docstring); ``normalize``/``stack`` are environment.py's running
-    normalisation and frame stacking, passed in so that the Atari and retro pipelines share them."""
+def retro_box(crop, height, width, size):
+    """The part of a ``width x height`` screen that ``ScreenFrame`` keeps for ``crop`` (top/bottom/left/right
+    margins in pixels, from retro_games.json)."""
+    if crop["top"] + crop["bottom"] >= height or crop["left"] + crop["right"] >= width:
+        raise BadInput(f"retro_games.json: the crop {crop} leaves nothing of the {width}x{height} screen")
+    return (crop["top"], height - crop["bottom"]), (crop["left"], width - crop["right"]), size
+
+
+def make_retro(settings, train, render_mode):
+    """The game with a3g's preprocessing (module docstring), the frame pipeline shared with Atari (frames.py)."""
     r = retro()
     conf = settings.retro
     state = conf.get("state") or r.State.DEFAULT
@@ -282,8 +268,8 @@ def make_retro(settings, train, render_mode, normalize, stack):
         env = game_rules(conf["rules"])(env)
     if train and conf.get("reward_scale", 1.0) != 1.0:
         env = RewardScale(env, conf["reward_scale"])
-    env = RetroFrame(env, conf["crop"], settings.frame_size)
-    env = normalize(env)
+    env = ScreenFrame(env, *retro_box(conf["crop"], *env.observation_space.shape[:2], settings.frame_size))
+    env = NormalizedEnv(env)
     if settings.frame_stack > 1:
-        env = stack(env, settings.frame_stack)
+        env = FrameStack(env, settings.frame_stack)
     return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

@@ -9,12 +9,13 @@ from core.errors import BadInput
 from envs.environment import (
     ATARI_CONFIG,
     EnvSettings,
+    atari_box,
     env_conf_for,
     frames_per_step,
     load_env_config,
     make_env,
-    process_frame,
 )
+from envs.frames import process_frame
 
 
 def ale_frame(env):
@@ -102,7 +103,7 @@ def test_classic_control_passes_through():
 def test_process_frame_crops_and_scales():
     frame = np.zeros((210, 160), dtype=np.uint8)
     frame[34:194] = 255  # the rows kept by the default crop
-    out = process_frame(frame, {"crop1": 34, "crop2": 34, "dimension2": 80})
+    out = process_frame(frame, *atari_box({"crop1": 34, "crop2": 34, "dimension2": 80}, 80))
     assert out.shape == (1, 80, 80) and out.dtype == np.float32
     np.testing.assert_allclose(out, 1.0)
 

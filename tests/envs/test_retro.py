@@ -14,6 +14,7 @@ from conftest import ROOT, command, out_dirs, read_json, run_main
 from core.errors import BadInput
 from envs import mario_kart, retro_env
 from envs.environment import EnvSettings, family, frames_per_step, make_env
+from envs.frames import process_frame
 
 AIRSTRIKER = "Airstriker-Genesis-v0"
 SMK = "SuperMarioKart-Snes-v0"
@@ -95,9 +96,9 @@ def test_preprocessing_shapes_and_frame_skip(size, stack):
 def test_gray_crop_resize():
     frame = np.zeros((224, 256, 3), dtype=np.uint8)
     frame[:112] = 255  # the top half (Mario Kart's race view) white, the bottom half (the map) black
-    out = retro_env.process_retro_frame(frame, {"top": 0, "bottom": 112, "left": 0, "right": 0}, 84)
+    out = process_frame(frame, *retro_env.retro_box({"top": 0, "bottom": 112, "left": 0, "right": 0}, 224, 256, 84))
     assert out.shape == (1, 84, 84) and np.allclose(out, 1.0)
-    whole = retro_env.process_retro_frame(frame, {"top": 0, "bottom": 0, "left": 0, "right": 0}, 80)
+    whole = process_frame(frame, *retro_env.retro_box({"top": 0, "bottom": 0, "left": 0, "right": 0}, 224, 256, 80))
     assert 0.4 < whole.mean() < 0.6
 
 

@@ -1,0 +1,79 @@
+"""The pixel pipeline that Atari and retro games share: a screen cropped, turned gray, resized and scaled
+(``process_frame``, ``ScreenFrame``), a running normalisation (``NormalizedEnv``) and a stack of the last frames
+(``FrameStack``)."""
+
+import cv2
+import gymnasium as gym
+import numpy as np
+
+cv2.setNumThreads(1)  # one worker = one core: no OpenCV thread pool per process
+
+
+def process_frame(frame: np.ndarray, rows: tuple[int, int], cols: tuple[int, int], size: int,
+                  first_size: tuple[int, int] | None = None) -> np.ndarray:
+    """A screen, gray ``[H, W]`` or RGB ``[H, W, 3]`` -> rows ``rows[0]:rows[1]`` and columns ``cols[0]:cols[1]``,
+    gray, resized to ``size x size`` (through ``first_size``, a (width, height), first where given), scaled to
+    [0, 1]: ``[1, size, size]`` float32."""
+    frame = frame[rows[0] : rows[1], cols[0] : cols[1]]
+    if frame.ndim == 3:
+        frame = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+    if first_size is not None:
+        frame = cv2.resize(frame, first_size, interpolation=cv2.INTER_AREA)
+    if frame.shape != (size, size):
+        frame = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)
+    return (frame.astype(np.float32) * (1.0 / 255.0)).reshape(1, size, size)
+
+
+class ScreenFrame(gym.ObservationWrapper):
+    """Observations through ``process_frame``: ``[1, size, size]`` in [0, 1]."""
+
+    def __init__(self, env: gym.Env, rows: tuple[int, int], cols: tuple[int, int], size: int,
+                 first_size: tuple[int, int] | None = None):
+        super().__init__(env)
+        self.box = rows, cols, size, first_size
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1, size, size), dtype=np.float32)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return process_frame(observation, *self.box)
+
+
+class FrameStack(gym.Wrapper):
+    """The last ``k`` frames along the channel axis, ``[k, H, W]``, for feed-forward networks; a reset fills the
+    stack with the first frame."""
+
+    def __init__(self, env, k):
+        super().__init__(env)
+        shape = env.observation_space.shape
+        self.frames = np.zeros((k,) + shape[1:], dtype=np.float32)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.frames.shape, dtype=np.float32)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.frames[:] = obs[0]
+        return self.frames.copy(), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.frames[:-1] = self.frames[1:]
+        self.frames[-1] = obs[0]
+        return self.frames.copy(), reward, terminated, truncated, info
+
+
+class NormalizedEnv(gym.ObservationWrapper):
+    """Running (bias-corrected, exponentially weighted) mean and std of the frame, as rl_a3c_pytorch normalises."""
+
+    def __init__(self, env, alpha=0.9999):
+        super().__init__(env)
+        self.alpha = alpha
+        self.state_mean = 0.0
+        self.state_std = 0.0
+        self.num_steps = 0
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, env.observation_space.shape, dtype=np.float32)
+
+    def observation(self, observation):
+        self.num_steps += 1
+        self.state_mean = self.state_mean * self.alpha + float(observation.mean()) * (1 - self.alpha)
+        self.state_std = self.state_std * self.alpha + float(observation.std()) * (1 - self.alpha)
+        correction = 1 - self.alpha**self.num_steps
+        mean, std = self.state_mean / correction, self.state_std / correction
+        return ((observation - mean) / (std + 1e-8)).astype(np.float32, copy=False)
