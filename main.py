@@ -34,6 +34,7 @@ from impala.shm import impala_roles
 from model import build_model, fast_layout, flatten_parameters
 from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
 from runtime.config import validate
+from runtime.context import RunContext
 from runtime.processes import evaluator_cpu_share
 from runtime.run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
 from runtime.run_state import RunState
@@ -162,14 +163,15 @@ def run(args, settings, meta, resumed, loaded, cluster):
               "not faster", file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGTERM, raise_terminated)
+    context = RunContext(args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
     if cluster is not None:
         from impala.ray_backend import ray_roles
 
-        roles = ray_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds, cluster.address)
+        roles = ray_roles(context, cluster.address)
     elif args.algo == "impala":
-        roles = impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
+        roles = impala_roles(ctx, context)
     else:
-        roles = a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
+        roles = a3g_roles(context)
     supervisor = Supervisor(ctx, roles, state, args.max_restarts, log)
     reason, code = "error", EXIT_CRASH
     try:

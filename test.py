@@ -5,9 +5,10 @@ The evaluator is the same for every algorithm, so its work lives below them, in 
 starts it from there. This is A3G's entry to it, the role that ``train.a3g_roles`` hands the supervisor.
 """
 
+from runtime.context import RunContext
 from runtime.evaluator import evaluate
 
 
-def test(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames, run_started):
+def test(run: RunContext, parent_pid: int, start_frames: float, run_started: float) -> None:
     """Play and log evaluator games until the run stops (``runtime.evaluator.evaluate``)."""
-    evaluate(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames, run_started)
+    evaluate(run, parent_pid, start_frames, run_started)

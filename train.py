@@ -15,7 +15,7 @@ terminal: its return bootstraps from the value of the observation it was cut at 
 
 import collections
 import os
-import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -26,6 +26,8 @@ from core.hardware import device_for
 from core.returns import gae_advantages, nstep_returns
 from envs.rollout_envs import RolloutEnvs
 from model import Replica, build_model, fast_layout
+from runtime.context import RunContext
+from runtime.evaluator import evaluator_role
 from runtime.processes import parent_alive, setup_child_process
 from shared_optim import Update, optimizer_for
 from test import test
@@ -125,7 +127,10 @@ def a3c_loss(log_probs, entropies, values, rewards, discounts, bootstrap_value, 
     return loss, policy_loss, value_loss, entropy
 
 
-def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid):
+def train(rank: int, run: RunContext, parent_pid: int) -> None:
+    """Worker ``rank``: rollouts, A3C losses and updates of the shared model until the run stops."""
+    args, settings, meta, shared_model, optimizer, state = (run.args, run.settings, run.meta, run.shared_model,
+                                                            run.optimizer, run.state)
     setup_child_process(args.seed + rank, parent_pid)
     device = device_for(args.gpu_ids, rank)
     if device.type == "cuda":
@@ -181,12 +186,10 @@ def train(rank, args, settings, meta, shared_model, optimizer, state, parent_pid
                                entropy.item() / num_steps, grad_norm.item()]
 
 
-def a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
+def a3g_roles(run: RunContext) -> dict[str, tuple[Callable, tuple]]:
     """A3G's roles for the supervisor: ``--workers`` workers (``train``), each with its rank, and the evaluator
-    (``test.test``), which gets the run's time and frames at this start so that its clock and frames/s survive resumes."""
-    parent = os.getpid()
-    roles = {"evaluator": (test, (args, settings, meta, shared_model, state, parent, paths, start_seconds,
-                                  state.frames.value, time.time()))}
-    for rank in range(args.workers):
-        roles[f"worker {rank}"] = (train, (rank, args, settings, meta, shared_model, optimizer, state, parent))
+    (``test.test``)."""
+    roles = {"evaluator": evaluator_role(run, test)}
+    for rank in range(run.args.workers):
+        roles[f"worker {rank}"] = (train, (rank, run, os.getpid()))
     return roles

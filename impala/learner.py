@@ -14,11 +14,14 @@ import torch.nn.functional as F
 
 from core.hardware import device_for
 from core.returns import trust_region_mask, vtrace_from_logits
+from impala.boundary import UnrollSource
 from impala.replay import ReplayBuffer, concat, distance
 from impala.unrolls import column
 from model import Replica, build_model, fast_layout, feature_size
 from runtime.defaults import final_slots
+from runtime.processes import parent_alive
 from runtime.replay_spec import needs_features, replay_specs
+from runtime.run_state import RunState
 from shared_optim import Update
 
 
@@ -215,6 +218,16 @@ class LearnerStep:
         state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T, grad_norm.item()]
         lag = lag.double()
         state.policy_lag[:] = [lag.min().item(), lag.mean().item(), lag.max().item()]
+
+
+def learner_loop(step: LearnerStep, source: UnrollSource, state: RunState, parent_pid: int) -> None:
+    """The learner's loop, for both backends: a ``step`` each time ``source`` has the fresh unrolls it needs,
+    until the run stops."""
+    while not state.stop.is_set() and parent_alive(parent_pid):
+        taken = source.take(step.need, step.weights.version)
+        if taken is not None:
+            step(*taken)
+        source.after(taken is not None)
 
 
 def unroll_features(args, meta):

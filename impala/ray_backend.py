@@ -30,6 +30,7 @@ learner ends (or dies); the cluster itself is ``Cluster``'s: started and stopped
 joined and left running.
 """
 
+import argparse
 import collections
 import contextlib
 import os
@@ -38,6 +39,7 @@ import socket
 import sys
 import tempfile
 import threading
+from typing import Callable
 
 import numpy as np
 import ray
@@ -46,11 +48,14 @@ from ray._private import ray_constants  # Ray is pinned (requirements-ray.txt): 
 
 from core.logs import file_logger
 from impala.acting import Acting, local_policy, unroll_frames
-from impala.learner import LearnerStep, replays_for, unroll_features
-from impala.shm import evaluator_role
+from impala.learner import LearnerStep, learner_loop, replays_for, unroll_features
+from impala.replay import ReplayBuffer
 from model import flat_buffer, flatten_parameters
+from runtime.context import RunContext
 from runtime.defaults import slots_per_actor
-from runtime.processes import parent_alive, setup_child_process
+from runtime.evaluator import evaluator_role
+from runtime.processes import setup_child_process
+from runtime.run_state import RunState
 from runtime.supervisor import RestartWindow
 
 CALLS_PER_ACTOR = 2  # outstanding unroll calls per actor: one being played while the other's result travels
@@ -360,22 +365,50 @@ class UnrollQueue:
         return batch, torch.tensor([version for _, _, version in items])
 
 
-def learner(args, settings, meta, shared_model, optimizer, state, address, log_file, parent_pid, replays=()):
-    """The Ray learner role: the run's actors, their unrolls into the queue, one ``LearnerStep`` per batch."""
+class FleetSource:
+    """The learner's ``UnrollSource`` with Ray: the actors' finished calls go into ``queue`` (too old unrolls
+    dropped and counted); after each round, idle actors get a new call with the newest weights."""
+
+    def __init__(self, args: argparse.Namespace, state: RunState, fleet: ActorFleet, queue: UnrollQueue):
+        self.args, self.state, self.fleet, self.queue = args, state, fleet, queue
+        self.frames_per_unroll = unroll_frames(args)
+
+    def take(self, need: int, version: int) -> tuple[dict[str, torch.Tensor], torch.Tensor] | None:
+        state, queue = self.state, self.queue
+        for rank, arrays, acted, games in self.fleet.collect(0.0 if len(queue) >= need else WAIT):
+            state.add(rank, self.frames_per_unroll, games)
+            state.dropped.value += queue.put(arrays, acted)
+            if queue.full():  # this actor gets no new call until there is room: the learner is behind
+                state.actor_waits.add(rank, 1)
+        if self.args.max_policy_lag is not None:
+            state.dropped.value += queue.drop_older_than(version - self.args.max_policy_lag)
+        if len(queue) < need:
+            return None
+        fresh, versions = queue.take(need)
+        return fresh, version - versions
+
+    def after(self, took: bool) -> None:
+        if not self.queue.full():
+            self.fleet.call_idle()
+
+
+def learner(run: RunContext, address: str, parent_pid: int, replays: list[ReplayBuffer]) -> None:
+    """The Ray learner role: the run's actors (Ray actors it owns), ``learner_loop`` over their unrolls."""
+    args, state = run.args, run.state
     setup_child_process(args.seed + args.workers + 1, parent_pid)
-    logger = file_logger("a3g.ray", log_file, prefix="ray: ")
+    logger = file_logger("a3g.ray", run.paths["log_file"], prefix="ray: ")
 
     def log(message):
         logger.info(message)
         print(f"a3g: {message}", file=sys.stderr, flush=True)
 
     connect(address)
-    weights = PublishedWeights(shared_model)
-    step = LearnerStep(args, meta, shared_model, optimizer, weights, state, replays)
-    fleet = ActorFleet(args, settings, meta, unroll_features(args, meta), weights, state, log)
+    weights = PublishedWeights(run.shared_model)
+    step = LearnerStep(args, run.meta, run.shared_model, run.optimizer, weights, state, replays)
+    fleet = ActorFleet(args, run.settings, run.meta, unroll_features(args, run.meta), weights, state, log)
     queue = UnrollQueue(slots_per_actor(args) * args.workers)  # as many unrolls as the shared-memory slots
     try:
-        run_actors(args, state, parent_pid, step, fleet, queue, weights)
+        learner_loop(step, FleetSource(args, state, fleet, queue), state, parent_pid)
     except ActorsFailing as exc:  # the run ends (stop_reason error), said in one line, not restarted
         log(f"{exc}; stopping")
         state.failed.value = 1
@@ -384,28 +417,8 @@ def learner(args, settings, meta, shared_model, optimizer, state, address, log_f
         ray.shutdown()
 
 
-def run_actors(args, state, parent_pid, step, fleet, queue, weights):
-    """The learner's loop: collect the actors' unrolls into ``queue``, and one ``step`` per batch."""
-    frames_per_unroll = unroll_frames(args)
-    while not state.stop.is_set() and parent_alive(parent_pid):
-        for rank, arrays, version, games in fleet.collect(0.0 if len(queue) >= step.need else WAIT):
-            state.add(rank, frames_per_unroll, games)
-            state.dropped.value += queue.put(arrays, version)
-            if queue.full():  # this actor gets no new call until there is room: the learner is behind
-                state.actor_waits.add(rank, 1)
-        if args.max_policy_lag is not None:
-            state.dropped.value += queue.drop_older_than(weights.version - args.max_policy_lag)
-        if len(queue) >= step.need:
-            fresh, versions = queue.take(step.need)
-            step(fresh, weights.version - versions)
-        if not queue.full():
-            fleet.call_idle()
-
-
-def ray_roles(args, settings, meta, shared_model, optimizer, state, paths, start_seconds, address):
+def ray_roles(run: RunContext, address: str) -> dict[str, tuple[Callable, tuple]]:
     """``--backend ray``'s roles for the supervisor: the learner (the actors are its Ray actors, in the cluster at
     ``address``) and the evaluator, the same as the shared-memory backend's."""
-    learner_args = (args, settings, meta, shared_model, optimizer, state, address, paths["log_file"], os.getpid(),
-                    replays_for(args, settings, meta))
-    return {"evaluator": evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds),
-            "learner": (learner, learner_args)}
+    replays = replays_for(run.args, run.settings, run.meta)
+    return {"evaluator": evaluator_role(run), "learner": (learner, (run, address, os.getpid(), replays))}

@@ -35,17 +35,21 @@ time and averaged over the batch, as A3G's loss, so that a learning rate means t
 
 import os
 import time
+from typing import Callable
 
 import torch
 
 from impala.acting import Acting, local_policy
 from impala.inference import InferenceClient, InferenceServer, InferenceStopped, inference
-from impala.learner import LearnerStep, replays_for, unroll_features
+from impala.learner import LearnerStep, learner_loop, replays_for, unroll_features
+from impala.replay import ReplayBuffer
 from impala.unrolls import UnrollSlots, column
 from model import Replica
+from runtime.context import RunContext
 from runtime.defaults import final_slots, slots_per_actor
+from runtime.evaluator import evaluator_role
 from runtime.processes import parent_alive, setup_child_process
-from test import test
+from runtime.run_state import RunState
 
 FREE, WRITING, FULL = 0, 1, 2
 WAIT = 0.002  # seconds between polls of the store: a wait always ends with the stop flag or the parent's death
@@ -140,8 +144,10 @@ class SharedWeights:
         return version
 
 
-def actor(rank, args, settings, meta, store, weights, server, state, parent_pid):
+def actor(rank: int, run: RunContext, store: UnrollStore, weights: SharedWeights, server: InferenceServer | None,
+          parent_pid: int) -> None:
     """The shared-memory actor: claim this actor's free slots, play an unroll into them, commit them."""
+    args, settings, meta, state = run.args, run.settings, run.meta, run.state
     setup_child_process(args.seed + rank, parent_pid)
     store.recover(rank)
     if server is None:
@@ -168,51 +174,58 @@ def actor(rank, args, settings, meta, store, weights, server, state, parent_pid)
         pass
 
 
-def learner(args, meta, shared_model, optimizer, store, weights, state, parent_pid, replays=()):
-    """The shared-memory learner: the oldest full slots (too old ones dropped), one ``LearnerStep`` each batch."""
-    setup_child_process(args.seed + args.workers + 1, parent_pid)
-    step = LearnerStep(args, meta, shared_model, optimizer, weights, state, replays)
-    while not state.stop.is_set() and parent_alive(parent_pid):
-        full = store.full()
-        lag = weights.version - store.version[full]
-        stale = full[lag > args.max_policy_lag] if args.max_policy_lag is not None else full[:0]
-        if len(stale):  # too old to correct well: dropped, counted
-            store.release(stale)
-            state.dropped.value += len(stale)
-            continue
-        need = step.need
+class StoreSource:
+    """The learner's ``UnrollSource`` here: the oldest full slots of the store; those more than
+    ``--max-policy-lag`` versions behind are freed unused and counted in ``state.dropped``."""
+
+    def __init__(self, store: UnrollStore, max_policy_lag: int | None, state: RunState):
+        self.store, self.max_policy_lag, self.state = store, max_policy_lag, state
+
+    def take(self, need: int, version: int) -> tuple[dict[str, torch.Tensor], torch.Tensor] | None:
+        full = self.store.full()
+        if self.max_policy_lag is not None:
+            stale = full[version - self.store.version[full] > self.max_policy_lag]
+            if len(stale):  # too old to correct well: dropped, counted
+                self.store.release(stale)
+                self.state.dropped.value += len(stale)
+                full = self.store.full()
         if len(full) < need:
-            time.sleep(WAIT)
-            continue
+            return None
         slots = full[:need]
-        lag = weights.version - store.version[slots]
-        step(store.take(slots), lag)
+        return self.store.take(slots), version - self.store.version[slots]
+
+    def after(self, took: bool) -> None:
+        if not took:
+            time.sleep(WAIT)
 
 
-def evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds):
-    """The evaluator (test.py), as for A3G, with the run's time and frames at this start."""
-    return test, (args, settings, meta, shared_model, state, os.getpid(), paths, start_seconds,
-                  state.frames.value, time.time())
+def learner(run: RunContext, store: UnrollStore, weights: SharedWeights, parent_pid: int,
+            replays: list[ReplayBuffer]) -> None:
+    """The shared-memory learner: ``learner_loop`` over the store's full slots."""
+    args = run.args
+    setup_child_process(args.seed + args.workers + 1, parent_pid)
+    step = LearnerStep(args, run.meta, run.shared_model, run.optimizer, weights, run.state, replays)
+    learner_loop(step, StoreSource(store, args.max_policy_lag, run.state), run.state, parent_pid)
 
 
-def impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, start_seconds):
+def impala_roles(ctx, run: RunContext) -> dict[str, tuple[Callable, tuple]]:
     """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner, the evaluator and, with
     ``--inference server``, the inference role."""
+    args, settings, meta, state = run.args, run.settings, run.meta, run.state
     per_actor = slots_per_actor(args)
     features = unroll_features(args, meta)
     store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
                         meta["hidden_size"], features, final_slots(settings, args.num_steps))
     replays = replays_for(args, settings, meta)
-    weights = SharedWeights(ctx, shared_model)
+    weights = SharedWeights(ctx, run.shared_model)
     server = None
     if args.inference == "server":
         server = InferenceServer(ctx, args.workers, args.envs_per_worker, meta["obs_shape"], meta["num_actions"],
                                  meta["hidden_size"], features)
     parent = os.getpid()
-    roles = {"evaluator": evaluator_role(args, settings, meta, shared_model, state, paths, start_seconds),
-             "learner": (learner, (args, meta, shared_model, optimizer, store, weights, state, parent, replays))}
+    roles = {"evaluator": evaluator_role(run), "learner": (learner, (run, store, weights, parent, replays))}
     for rank in range(args.workers):
-        roles[f"actor {rank}"] = (actor, (rank, args, settings, meta, store, weights, server, state, parent))
+        roles[f"actor {rank}"] = (actor, (rank, run, store, weights, server, parent))
     if server is not None:
         roles["inference"] = (inference, (args, meta, server, weights, state, parent))
     return roles

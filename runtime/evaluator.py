@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -26,12 +27,23 @@ from core.play import play_game
 from envs.environment import make_env
 from model import build_model, fast_layout
 from runtime.checkpoints import load_checkpoint, model_file
+from runtime.context import RunContext
 from runtime.processes import CpuPacer, evaluator_cpu_share, parent_alive, setup_child_process
 
 
-def evaluate(args, settings, meta, shared_model, state, parent_pid, paths, start_seconds, start_frames, run_started):
-    """``start_seconds`` and ``start_frames``: the run's time and frames when this invocation began (at
-    ``run_started``, a ``time.time()``), so that times and frames/s stay right across resumes and restarts."""
+def evaluator_role(run: RunContext, target: Callable = None) -> tuple[Callable, tuple]:
+    """The evaluator for the supervisor (``target``: ``evaluate``, or A3G's ``test.test`` that calls it), with
+    the run's frames and the time at this start, so that its clock and frames/s survive resumes and restarts."""
+    return target or evaluate, (run, os.getpid(), run.state.frames.value, time.time())
+
+
+def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started: float) -> None:
+    """Play, log and keep evaluator games until the run stops. ``start_frames``: the run's frames when this
+    invocation began (at ``run_started``, a ``time.time()``); with ``run.start_seconds`` they keep times and
+    frames/s right across resumes and restarts."""
+    args, settings, meta, shared_model, state, paths = (run.args, run.settings, run.meta, run.shared_model,
+                                                        run.state, run.paths)
+    start_seconds = run.start_seconds
     setup_child_process(args.seed + args.workers, parent_pid)
     # With one worker per core, fair scheduling would give the evaluator a third of a 2-core machine. It paces
     # itself to --evaluator-cpu of a core instead; --evaluator-nice lowers its priority as well (see BENCHMARKS.md).

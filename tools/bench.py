@@ -39,6 +39,7 @@ from envs.environment import EnvSettings, frames_per_step, make_env
 from impala.shm import impala_roles
 from model import FRAME_FORMAT, build_model, fast_layout, flatten_parameters
 from runtime.config import cpu_share, default_gpu_ids, validate
+from runtime.context import RunContext
 from runtime.processes import evaluator_cpu_share
 from runtime.run_dir import prepare_run_dir
 from runtime.run_state import RunState
@@ -155,10 +156,8 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
     ctx = mp.get_context("spawn")
     state = RunState(ctx, workers)
     paths = prepare_run_dir(args, None)
-    if args.algo == "impala":
-        roles = impala_roles(ctx, args, settings, meta, shared_model, optimizer, state, paths, 0.0)
-    else:
-        roles = a3g_roles(args, settings, meta, shared_model, optimizer, state, paths, 0.0)
+    run = RunContext(args, settings, meta, shared_model, optimizer, state, paths)
+    roles = impala_roles(ctx, run) if args.algo == "impala" else a3g_roles(run)
     supervisor = Supervisor(ctx, roles, state, args.max_restarts, lambda message, echo=True: None)
     supervisor.start()
     try:
