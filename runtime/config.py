@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from core.cli import OneLineParser
+from core.cli import HelpFormatter, OneLineParser
 from core.files import env_file_name
 from core.hardware import cpu_has_native_bf16, missing_gpus, usable_cores
 from core.returns import TRUST_REGION_MODES
@@ -78,86 +78,102 @@ def default_gpu_ids():
 
 
 def build_parser(suppress_defaults=False):
+    """main.py's flags, in groups by concern (``--help`` reads in sections). rl_a3c_pytorch's flags keep their names,
+    short forms and meaning; TorchBeast's names are aliases where the meaning is ours."""
     p = OneLineParser(prog="main.py", description="A3G: asynchronous advantage actor-critic on CPU and GPU.",
-                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add = p.add_argument
-    # rl_a3c_pytorch's flags: same names, short forms and meaning
-    add("-l", "--lr", type=auto_or(float), default=AUTO,
-        help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlp/mlplstm")
-    add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
-    add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
-        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
-    add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
-    add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
-    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
+                      formatter_class=HelpFormatter)
+
+    add = p.add_argument_group('environment', 'what is played and how its observations and rewards are prepared').add_argument
+    add("-ev", "--env", default="PongNoFrameskip-v4",
+        help="gymnasium environment id, or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
+    add("-evc", "--env-config", default=ATARI_CONFIG, help="per-game crop settings (JSON; default: envs/atari.json)")
+    add("--skip-rate", type=int, default=4, help="emulator frames per agent step: Atari (the emulator's own for v5 ids) and retro games")
+    add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
+    add("--reward-clipping", default=AUTO, choices=[AUTO, "abs_one", "none"],
+        help="training rewards clipped to [-1, 1] (abs_one) or not (none); the evaluator always scores raw "
+             "rewards; auto: abs_one for Atari and retro games, none for classic control")
+
+    add = p.add_argument_group('retro games').add_argument
+    add("--state", default=None,
+        help="retro games: start each episode from this save state (a .state file, or the name of one in the "
+             "game's integration folder; default: the game's own start state)")
+
+    add = p.add_argument_group('training', 'for both algorithms').add_argument
+    add("--algo", default="a3g", choices=["a3g", "impala"],
+        help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
     add("-w", "--workers", type=int, default=usable_cores(), help="training processes (default: CPU cores)")
     add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
         help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
-    add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
-    add("-ev", "--env", default="PongNoFrameskip-v4",
-        help="gymnasium environment id, or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
-    add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
-        help="optimizer statistics shared by all workers; --no-shared-optimizer: one optimizer per worker (A3G only: "
-             "IMPALA's learner steps the shared one, whose statistics checkpoint.pt keeps)")
-    add("-ld", "--load", action="store_true",
-        help="start from the weights in <load-model-dir>/<env>.pt (a fresh run: not with --resume)")
-    add("-sm", "--save-max", action=argparse.BooleanOptionalAction, default=True,
-        help="save the evaluator's model only when its score matches or beats the best (else after every game)")
+    add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
+        help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlp for "
+             "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
+    add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
+        help="LSTM hidden size (a3clstm, mlplstm) or the width of mlp's layers; auto: 512 for a3clstm, 64 for "
+             "mlp/mlplstm")
+    add("--envs-per-worker", type=auto_or(int), default=AUTO,
+        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
+             "GPUs, 4 for classic control")
+    add("-l", "--lr", type=auto_or(float), default=AUTO,
+        help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlp/mlplstm")
     add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
-    add("-lmd", "--load-model-dir", default="trained_models/", help="folder --load reads <env>.pt from")
-    add("-smd", "--save-model-dir", default=None,
-        help="also keep the best model as <save-model-dir>/<env>.pt (it always goes to the run directory's "
-             "best_model.pt); a file there that another run wrote is replaced only by a better game")
-    add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
-    add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
-        help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
+    add("--eps", "--epsilon", type=auto_or(float), default=AUTO,
+        help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop")
     add("-a", "--amsgrad", action=argparse.BooleanOptionalAction, default=False,
         help="Adam's amsgrad variant (needs --optimizer Adam)")
     add("--alpha", type=float, default=0.99,
         help="RMSprop's smoothing constant (TorchBeast's --alpha; needs --optimizer RMSprop)")
     add("--momentum", type=float, default=0.0,
         help="RMSprop's momentum (TorchBeast's --momentum; needs --optimizer RMSprop)")
-    add("--reward-clipping", default=AUTO, choices=[AUTO, "abs_one", "none"],
-        help="training rewards clipped to [-1, 1] (abs_one) or not (none); the evaluator always scores raw "
-             "rewards; auto: abs_one for Atari and retro games, none for classic control")
-    add("--skip-rate", type=int, default=4, help="emulator frames per agent step: Atari (the emulator's own for v5 ids) and retro games")
-    add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
-        help="LSTM hidden size (a3clstm, mlplstm) or the width of mlp's layers; auto: 512 for a3clstm, 64 for "
-             "mlp/mlplstm")
-    add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
-        help="write TensorBoard events into the run directory")
-    add("-evc", "--env-config", default=ATARI_CONFIG, help="per-game crop settings (JSON)")
-    add("--state", default=None,
-        help="retro games: start each episode from this save state (a .state file, or the name of one in the "
-             "game's integration folder); default: the game's own default state")
+    add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
+    add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
+        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
+    add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
+    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
+    add("--max-grad-norm", "--grad-norm-clipping", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
+    add("--max-nonfinite", type=int, default=100,
+        help="non-finite updates in a row (each skipped) after which the run stops as diverged")
+    add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
+        help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
+             "less exact); auto: on for Atari on a "
+             "CPU-only machine whose CPU has native bf16, else off")
+    add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
+        help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
+    add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
+        help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
+
+    add = p.add_argument_group('A3G', '--algo a3g only').add_argument
+    add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
     add("-dss", "--distributed-step-size", type=int, nargs="+", default=[],
         help="rollout lengths handed out to the workers round-robin (overrides --num-steps)")
-    # a3g's own
-    add("--algo", default="a3g", choices=["a3g", "impala"],
-        help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
+    add("--train-forward", default=AUTO, choices=[AUTO, "stepped", "batched"],
+        help="A3G's training forward: stepped (the loss's graph is built while acting: fewest multiply-adds) or "
+             "batched (act without autograd, then one batched forward over the rollout: fewest kernels); "
+             "auto: batched for the feed-forward networks and with GPUs, stepped for the recurrent networks on a "
+             "CPU (measured faster there)")
+    add("-so", "--shared-optimizer", action=argparse.BooleanOptionalAction, default=True,
+        help="optimizer statistics shared by all workers; --no-shared-optimizer: one optimizer per worker (A3G only: "
+             "IMPALA's learner steps the shared one, whose statistics checkpoint.pt keeps)")
+
+    add = p.add_argument_group('IMPALA', '--algo impala only').add_argument
     add("--batch-size", type=auto_or(int), default=AUTO,
         help="IMPALA: unrolls per learner step; auto: 8, or two per env where there are fewer envs (retro games' "
              "one env per actor), or what --num-buffers' slots can fill where that is less")
-    add("--backend", default="shm", choices=["shm", "ray"],
-        help="IMPALA: how unrolls and weights travel between the roles: shm (shared memory, one machine) or ray "
-             "(actors as Ray actors, on this machine or a cluster; pip install -r requirements-ray.txt)")
-    add("--ray-address", default=None, metavar="HOST:PORT",
-        help="--backend ray: join the Ray cluster whose head is at this address (what `ray start --head` prints) "
-             "instead of starting a local cluster for the run")
     add("--max-policy-lag", type=int, default=None,
-        help="IMPALA: drop unrolls whose behaviour policy is more than this many versions old (default: keep all)")
+        help="IMPALA: drop unrolls whose behaviour policy is more than this many versions old; none (the default) keeps them all")
     add("--num-buffers", type=int, default=None,
-        help="IMPALA: unroll slots in shared memory, split between the actors (default: 2 per env, more where "
-             "--batch-size needs them; minimum: 2 per env)")
+        help="IMPALA: unroll slots in shared memory, split between the actors; none (the default): 2 per env, more "
+             "where --batch-size needs them; at least 2 per env")
     add("--inference", default=AUTO, choices=[AUTO, "local", "server"],
         help="IMPALA: local (each actor acts with its own CPU copy of the weights) or server (one inference role "
              "answers every actor's steps in batches, on the GPU when there is one); auto: local on a CPU-only "
              "machine (measured faster there), server with GPUs")
     add("--inference-batch", type=int, default=0,
-        help="IMPALA: most observations in one forward pass (default 0: every actor's envs); needs --inference "
-             "server")
+        help="IMPALA: most observations in one forward pass, 0 (the default) for every actor's envs; needs "
+             "--inference server")
     add("--inference-wait", type=float, default=1.0,
         help="IMPALA: most milliseconds to wait for more actors once one has asked; needs --inference server")
+
+    add = p.add_argument_group('replay', "--algo impala only: stored unrolls in the learner's batches (README: Replay)").add_argument
     add("--replay-parameters", default=DEFAULT_REPLAY_PARAMETERS, metavar="JSON",
         help="IMPALA: the batch's sources, a JSON list of {\"type\": queue|standard|custom, \"capacity\": N, "
              "\"sample_ratio\": r, ...} (elite_buffer_vtrace's format; custom adds dist_function, p, "
@@ -168,7 +184,7 @@ def build_parser(suppress_defaults=False):
         help="IMPALA: LASER's trust region: steps whose behaviour is too far from the learner's policy get no "
              "V-trace target or policy gradient")
     add("--kl-threshold", type=float, default=0.3,
-        help="IMPALA: a step is kept while its divergence is below this (elite_buffer_vtrace's default); needs "
+        help="IMPALA: a step is kept while its divergence is below this (elite_buffer_vtrace's value); needs "
              "--kl-mask")
     add("--kl-mask-mode", default="laser", choices=list(TRUST_REGION_MODES),
         help="IMPALA, needs --kl-mask: laser (LASER paper: KL(pi || V-trace's implied policy) per step), kl_pi_mu "
@@ -181,45 +197,48 @@ def build_parser(suppress_defaults=False):
         help="IMPALA: weight of the policy cloning loss (CLEAR's 0.01); needs --clone-losses")
     add("--value-cloning-cost", type=float, default=0.005,
         help="IMPALA: weight of the value cloning loss (CLEAR's 0.005); needs --clone-losses")
-    add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
-        help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlp for "
-             "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
-    add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
-        help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
-    add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
-        help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
-             "less exact); auto: on for Atari on a "
-             "CPU-only machine whose CPU has native bf16, else off")
-    add("--envs-per-worker", type=auto_or(int), default=AUTO,
-        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
-             "GPUs, 4 for classic control")
-    add("--train-forward", default=AUTO, choices=[AUTO, "stepped", "batched"],
-        help="A3G's training forward: stepped (the loss's graph is built while acting: fewest multiply-adds) or "
-             "batched (act without autograd, then one batched forward over the rollout: fewest kernels); "
-             "auto: batched for the feed-forward networks and with GPUs, stepped for the recurrent networks on a "
-             "CPU (measured faster there)")
-    add("--eps", "--epsilon", type=auto_or(float), default=AUTO,
-        help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop")
+
+    add = p.add_argument_group('Ray', '--algo impala only: actors across machines').add_argument
+    add("--backend", default="shm", choices=["shm", "ray"],
+        help="IMPALA: how unrolls and weights travel between the roles: shm (shared memory, one machine) or ray "
+             "(actors as Ray actors, on this machine or a cluster; pip install -r requirements-ray.txt)")
+    add("--ray-address", default=None, metavar="HOST:PORT",
+        help="--backend ray: join the Ray cluster whose head is at this address (what `ray start --head` prints) "
+             "instead of starting a local cluster for the run")
+
+    add = p.add_argument_group('limits', 'when the run stops').add_argument
     add("--max-frames", type=int, default=None, help="stop after this many frames in total (resumed ones included)")
     add("--max-seconds", type=float, default=None, help="stop after this many seconds of this invocation")
     add("--stop-score", type=float, default=None, help="stop ('solved') when the evaluator's mean reaches this")
     add("--score-window", type=int, default=10, help="evaluator games in the mean that --stop-score tests")
-    add("--max-grad-norm", "--grad-norm-clipping", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
+
+    add = p.add_argument_group('output', 'the run directory, models, logs and checkpoints').add_argument
     add("--run-dir", default=None, help="exact run directory (default: runs/<env>__<seed>__<timestamp>)")
     add("--resume", default=None, help="continue from a run directory or its checkpoint.pt")
+    add("-ld", "--load", action="store_true",
+        help="start from the weights in <load-model-dir>/<env>.pt (a fresh run: not with --resume)")
+    add("-lmd", "--load-model-dir", default="trained_models/", help="folder --load reads <env>.pt from")
+    add("-smd", "--save-model-dir", default=None,
+        help="also keep the best model as <save-model-dir>/<env>.pt (it always goes to the run directory's "
+             "best_model.pt); a file there that another run wrote is replaced only by a better game")
+    add("-sm", "--save-max", action=argparse.BooleanOptionalAction, default=True,
+        help="save the evaluator's model only when its score matches or beats the best (else after every game)")
+    add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
+    add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
+        help="write TensorBoard events into the run directory")
+    add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
+    add("--keep-checkpoints", type=int, default=3,
+        help="checkpoints kept: checkpoint.pt and the previous ones as checkpoint-<frames>.pt")
+
+    add = p.add_argument_group('processes', "the evaluator's share of the CPU, and replacing dead processes").add_argument
     add("--evaluator-cpu", type=cpu_share, default="auto", metavar="auto|FRACTION",
         help="the most of one core the evaluator uses, on average (it pauses between bits of games); auto: all of "
              "one when the workers leave a core free, else a tenth of the machine (0.2 on 2 cores)")
     add("--evaluator-nice", type=int, default=0, choices=range(0, 20), metavar="0..19",
         help="scheduling niceness of the evaluator: 10 leaves the workers the CPU, but evaluator games, and so "
              "'solved', come much later")
-    add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
-    add("--keep-checkpoints", type=int, default=3,
-        help="checkpoints kept: checkpoint.pt and the previous ones as checkpoint-<frames>.pt")
     add("--max-restarts", type=int, default=5,
         help="dead workers/evaluators replaced within 60 s before the run stops with an error")
-    add("--max-nonfinite", type=int, default=100,
-        help="non-finite updates in a row (each skipped) after which the run stops as diverged")
     if suppress_defaults:
         for action in p._actions:
             action.default = argparse.SUPPRESS

@@ -6,13 +6,8 @@ that kind of machine, and returns what it picked with the reason, for the start-
 command line is never touched, so rl_a3c_pytorch's commands keep their meaning. ``--eps`` follows ``--optimizer``
 (rl_a3c_pytorch's: Adam 1e-3, RMSprop 0.1).
 
-| family / machine | --model | --envs-per-worker | --lr | --bf16 | --hidden-size | --value-coef |
-|---|---|---|---|---|---|---|
-| Atari, CPU only | nature | 8 | 3e-4 | on where the CPU has native bf16 | - | 0.5 |
-| Atari, GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
-| classic control (vectors) | mlp | 4 | 2e-3 | off | 64 | 0.1 |
-| retro (stable-retro), CPU only | nature | 1 | 3e-4 | on where the CPU has native bf16 | - | 0.5 |
-| retro (stable-retro), GPUs | a3clstm | 1 | 1e-4 | off | 512 | 0.5 |
+The table of what each family gets on each kind of machine is README.md's "Defaults" (a test checks it against
+``resolve_defaults``); why these values, with the measurements, is BENCHMARKS.md's.
 
 Retro games are Atari's recipe with one environment per worker: stable-retro runs one emulator per process
 (BENCHMARKS.md, "Retro games: one emulator per process").
@@ -27,13 +22,6 @@ GPU for every actor; not yet timed on a GPU).
 per worker 7% faster, mean of 3 pairs of bench runs) and with GPUs (fewer, larger kernels: 3.5x fewer device ops
 an update for nature, 1.4x for a3clstm; not yet timed on a GPU), ``stepped`` for the recurrent networks on a CPU
 (a3clstm with one env 6% slower batched, mlplstm 12% slower: the second forward costs more than batching saves).
-
-Where they come from (BENCHMARKS.md): on a 2-core CPU the Nature network with 8 envs per worker and bf16 runs at
-~5,200 frames/s and reached an evaluator mean of +18 on Pong in ~11 minutes, while rl_a3c_pytorch's A3C-LSTM with
-one env per worker runs at ~680 frames/s and needs hours. On GPUs the A3C-LSTM keeps rl_a3c_pytorch's settings
-until GPU measurements say otherwise. CartPole's set solves it in 9-12 s on 2 cores (5 of 5 runs; the
-LSTM network it replaced, mlplstm, needed 22-88 s and failed 2 of 5 within 90 s). A learning rate that is not
-given follows the network: rl_a3c_pytorch's 1e-4 for its A3C-LSTM, 3e-4 for the feed-forward networks.
 """
 
 import gymnasium as gym
