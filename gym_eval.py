@@ -22,7 +22,9 @@ import argparse
 import json
 import math
 import sys
+from typing import Sequence
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -41,7 +43,7 @@ from runtime.run_dir import BEST_MODEL
 DEFAULT_ENV = "PongNoFrameskip-v4"
 
 
-def positive_int(text):
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -51,7 +53,7 @@ def positive_int(text):
     return value
 
 
-def build_parser():
+def build_parser() -> OneLineParser:
     p = OneLineParser(prog="gym_eval.py", description="Play full games with a trained a3g model and score them.",
                       formatter_class=HelpFormatter)
     add = p.add_argument
@@ -97,7 +99,7 @@ def build_parser():
 # Loading: the model file decides the network and the preprocessing
 
 
-def load_model_file(args):
+def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, torch.nn.Module, list[str]]:
     """Returns (path, data, settings, model, notes); raises BadInput."""
     if args.env is not None:
         check_env_id(args.env)  # an unknown id (or a retro game without its ROM) fails here, before any file is read
@@ -147,7 +149,7 @@ def load_model_file(args):
     return path, data, settings, model, notes
 
 
-def model_path(args):
+def model_path(args: argparse.Namespace) -> str:
     """The file that ``--model-path`` (a file or a run directory) or ``--load-model-dir`` names."""
     if args.latest and (args.model_path is None or not os.path.isdir(args.model_path)):
         raise BadInput("--latest picks a run's checkpoint.pt: give the run directory as --model-path")
@@ -169,7 +171,7 @@ def model_path(args):
     return args.model_path
 
 
-def weights_note(data):
+def weights_note(data: dict) -> str:
     """Which weights are played, for the header: an evaluator game's, a checkpoint's, or an exported model's."""
     frames = float(data.get("frames", math.nan))
     at = f"{frames:,.0f} frames" if math.isfinite(frames) else "an unknown frame count"
@@ -181,14 +183,16 @@ def weights_note(data):
     return f"the weights of an evaluator game of {score:g}, at {at}"
 
 
-def check_env_fits(env, meta, path):
+def check_env_fits(env: gym.Env, meta: dict, path: str) -> None:
+    """BadInput, before any game, when the environment's observations or actions are not what the model takes."""
     obs_shape = [int(d) for d in env.observation_space.shape]
     if obs_shape != list(meta["obs_shape"]) or env.action_space.n != meta["num_actions"]:
         raise BadInput(f"{path} expects observations {meta['obs_shape']} and {meta['num_actions']} actions, this "
                        f"environment gives {obs_shape} and {env.action_space.n}")
 
 
-def device_for_flag(gpu_id):
+def device_for_flag(gpu_id: int) -> torch.device:
+    """``--gpu-id``'s device (made CUDA's current one); a GPU this machine lacks is BadInput."""
     if gpu_id < 0:
         return torch.device("cpu")
     missing, count = missing_gpus([gpu_id])
@@ -203,17 +207,17 @@ def device_for_flag(gpu_id):
 # Playing
 
 
-def summary_line(env_id, returns):
+def summary_line(env_id: str, returns: Sequence[float]) -> str:
     r = np.asarray(returns, dtype=np.float64)
     return (f"{env_id}: mean {r.mean():.2f} ± {r.std():.2f} over {len(r)} episodes "
             f"(best {r.max():g}, worst {r.min():g})")
 
 
-def write_json(path, obj):
+def write_json(path: str, obj: object) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-def prepare_outputs(args):
+def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
     """Create every output folder up front, so that a bad path fails before any game is played."""
     try:
         os.makedirs(args.log_dir, exist_ok=True)
@@ -231,7 +235,7 @@ def prepare_outputs(args):
     return monitor
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     torch.set_num_threads(1)
     rendering = args.render or args.record is not None or args.new_gym_eval

@@ -19,6 +19,8 @@ gives what ``T`` calls of ``forward`` would, with far fewer, larger kernels (BEN
 ``build_model(meta)`` rebuilds a network from ``model_meta(...)``, the small dict stored with every checkpoint.
 """
 
+from typing import Sequence
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -26,7 +28,7 @@ import torch.nn.functional as F
 from core.errors import BadInput
 
 
-def normalized_columns_(weight, std):
+def normalized_columns_(weight: torch.Tensor, std: float) -> None:
     """Init a linear layer's weight with rows of norm ``std`` (small policy logits / unit-scale values at start)."""
     with torch.no_grad():
         weight.normal_(0.0, 1.0)
@@ -36,7 +38,7 @@ def normalized_columns_(weight, std):
 class RecurrentActorCritic(nn.Module):
     """The LSTM core and the two heads, shared by every network; subclasses define ``features(obs)``."""
 
-    def __init__(self, feature_size, num_actions, hidden_size):
+    def __init__(self, feature_size: int, num_actions: int, hidden_size: int):
         super().__init__()
         self.hidden_size = hidden_size
         self.lstm = nn.LSTMCell(feature_size, hidden_size)
@@ -51,11 +53,13 @@ class RecurrentActorCritic(nn.Module):
         self.actor_linear.bias.data.zero_()
         self.critic_linear.bias.data.zero_()
 
-    def initial_state(self, batch_size=1, device="cpu"):
+    def initial_state(self, batch_size: int = 1,
+                      device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
         zeros = torch.zeros(batch_size, self.hidden_size, device=device)
         return zeros, zeros.clone()
 
-    def forward(self, obs, state, with_features=False):
+    def forward(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor],
+                with_features: bool = False) -> tuple:
         hx, cx = self.lstm(self.features(obs), state)
         # CUDA autocast runs the LSTM cell in bfloat16 (--bf16): the state carried to the next step and rollout
         # stays float32 on every device, as it is on the CPU (a no-op there)
@@ -63,7 +67,8 @@ class RecurrentActorCritic(nn.Module):
         out = (self.critic_linear(hx).squeeze(-1), self.actor_linear(hx), (hx, cx))
         return out + (hx,) if with_features else out  # what the heads read (replay's elite sampling)
 
-    def unroll(self, obs, state, dones=None, with_features=False, with_states=False):
+    def unroll(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], dones: torch.Tensor | None = None,
+               with_features: bool = False, with_states: bool = False) -> tuple:
         """``obs [T, B, ...]`` from recurrent state ``state``; ``dones[t]`` (``[B]``, for ``t < T - 1`` at least)
         is 1 where the step taken at ``obs[t]`` ended an episode: the state is zeroed before ``obs[t + 1]``.
         Returns ``values [T, B]``, ``logits [T, B, A]`` and the state after the last step (not cut); with
@@ -90,7 +95,7 @@ class RecurrentActorCritic(nn.Module):
 
 
 class A3Clstm(RecurrentActorCritic):
-    def __init__(self, obs_shape, num_actions, hidden_size=512):
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512):
         channels = obs_shape[0]
         super().__init__(64 * 4 * 4, num_actions, hidden_size)
         # 80 -conv5p2-> 80 -pool-> 40 -conv5p1-> 38 -pool-> 19 -conv4p1-> 18 -pool-> 9 -conv3p1-> 9 -pool-> 4
@@ -104,7 +109,7 @@ class A3Clstm(RecurrentActorCritic):
             conv.bias.data.zero_()
         self._init_core()
 
-    def features(self, x):
+    def features(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(F.max_pool2d(self.conv1(x), 2, 2))
         x = F.relu(F.max_pool2d(self.conv2(x), 2, 2))
         x = F.relu(F.max_pool2d(self.conv3(x), 2, 2))
@@ -113,23 +118,23 @@ class A3Clstm(RecurrentActorCritic):
 
 
 class MLPlstm(RecurrentActorCritic):
-    def __init__(self, obs_shape, num_actions, hidden_size=128):
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 128):
         super().__init__(hidden_size, num_actions, hidden_size)
         self.fc = nn.Linear(obs_shape[0], hidden_size)
         nn.init.xavier_uniform_(self.fc.weight, gain=nn.init.calculate_gain("relu"))
         self.fc.bias.data.zero_()
         self._init_core()
 
-    def features(self, x):
+    def features(self, x: torch.Tensor) -> torch.Tensor:
         return F.relu(self.fc(x))
 
 
 class FeedForwardActorCritic(nn.Module):
     """Heads over ``features(obs)``; the recurrent state is empty and passed through."""
 
-    hidden_size = 0
+    hidden_size: int = 0
 
-    def __init__(self, feature_size, num_actions):
+    def __init__(self, feature_size: int, num_actions: int):
         super().__init__()
         self.critic_linear = nn.Linear(feature_size, 1)
         self.actor_linear = nn.Linear(feature_size, num_actions)
@@ -138,16 +143,19 @@ class FeedForwardActorCritic(nn.Module):
         self.actor_linear.bias.data.zero_()
         self.critic_linear.bias.data.zero_()
 
-    def initial_state(self, batch_size=1, device="cpu"):
+    def initial_state(self, batch_size: int = 1,
+                      device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
         empty = torch.zeros(batch_size, 0, device=device)
         return empty, empty.clone()
 
-    def forward(self, obs, state, with_features=False):
+    def forward(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor],
+                with_features: bool = False) -> tuple:
         x = self.features(obs)
         out = (self.critic_linear(x).squeeze(-1), self.actor_linear(x), state)
         return out + (x,) if with_features else out
 
-    def unroll(self, obs, state, dones=None, with_features=False, with_states=False):
+    def unroll(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], dones: torch.Tensor | None = None,
+               with_features: bool = False, with_states: bool = False) -> tuple:
         """``obs [T, B, ...]`` as one batch of ``T x B``; see ``RecurrentActorCritic.unroll`` (the states after
         each step are the empty ``[T, B, 0]``)."""
         steps, batch = obs.shape[:2]
@@ -162,7 +170,7 @@ class FeedForwardActorCritic(nn.Module):
 class MLP(FeedForwardActorCritic):
     """Two tanh layers of ``width`` units shared by both heads (the usual network for classic control)."""
 
-    def __init__(self, obs_shape, num_actions, width=64):
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, width: int = 64):
         super().__init__(width, num_actions)
         self.fc1 = nn.Linear(obs_shape[0], width)
         self.fc2 = nn.Linear(width, width)
@@ -170,12 +178,12 @@ class MLP(FeedForwardActorCritic):
             nn.init.orthogonal_(layer.weight, nn.init.calculate_gain("tanh"))
             layer.bias.data.zero_()
 
-    def features(self, x):
+    def features(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.fc2(torch.tanh(self.fc1(x))))
 
 
 class Nature(FeedForwardActorCritic):
-    def __init__(self, obs_shape, num_actions, hidden_size=512):
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512):
         super().__init__(512, num_actions)
         self.conv1 = nn.Conv2d(obs_shape[0], 32, 8, stride=4)
         self.conv2 = nn.Conv2d(32, 64, 4, stride=2)
@@ -185,7 +193,7 @@ class Nature(FeedForwardActorCritic):
             nn.init.orthogonal_(layer.weight, nn.init.calculate_gain("relu"))
             layer.bias.data.zero_()
 
-    def features(self, x):
+    def features(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.conv1(x))
         x = F.relu(self.conv2(x))
         x = F.relu(self.conv3(x))
@@ -193,19 +201,19 @@ class Nature(FeedForwardActorCritic):
 
 
 class ResidualBlock(nn.Module):
-    def __init__(self, channels):
+    def __init__(self, channels: int):
         super().__init__()
         self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
         self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.conv2(F.relu(self.conv1(F.relu(x))))
 
 
 class ResNet(FeedForwardActorCritic):
     """Espeholt et al., "IMPALA" (2018), Figure 3 (right), without the LSTM."""
 
-    def __init__(self, obs_shape, num_actions, hidden_size=256):
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 256):
         super().__init__(256, num_actions)
         stages, channels = [], obs_shape[0]
         for out in (16, 32, 32):
@@ -218,7 +226,7 @@ class ResNet(FeedForwardActorCritic):
             size = (size + 1) // 2
         self.fc = nn.Linear(channels * size * size, 256)
 
-    def features(self, x):
+    def features(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.stages(x))
         return F.relu(self.fc(x.flatten(1)))
 
@@ -229,7 +237,7 @@ CONV_MODELS = ("a3clstm", "nature", "resnet")
 FRAME_FORMAT = {"a3clstm": (80, 1), "nature": (84, 4), "resnet": (84, 4)}
 
 
-def fast_layout(model, meta, enabled=True):
+def fast_layout(model: nn.Module, meta: dict, enabled: bool = True) -> nn.Module:
     """Channels-last weights for conv models: about 1.3-2x faster convolutions on CPU (see BENCHMARKS.md). Loading
     weights into such a replica and copying its gradients out work unchanged (copy_ converts layouts)."""
     if enabled and meta["model"] in CONV_MODELS:
@@ -237,7 +245,7 @@ def fast_layout(model, meta, enabled=True):
     return model
 
 
-def choose_model(name, obs_shape):
+def choose_model(name: str, obs_shape: Sequence[int]) -> str:
     """Resolve ``--model auto`` from the observation's shape and check that the named model can take it."""
     image = len(obs_shape) == 3
     if name == "auto":
@@ -255,7 +263,7 @@ def choose_model(name, obs_shape):
 RECURRENT_MODELS = ("a3clstm", "mlplstm")
 
 
-def model_meta(name, obs_shape, num_actions, hidden_size):
+def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_size: int) -> dict:
     """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
     ``hidden_size`` is the recurrent state's size: feed-forward networks store 0, whatever the flag says; ``mlp``
     stores the flag as its layers' ``width``."""
@@ -266,7 +274,7 @@ def model_meta(name, obs_shape, num_actions, hidden_size):
     return meta
 
 
-def describe_network(meta):
+def describe_network(meta: dict) -> str:
     """The network in a few words, for a header line: its name and the size that sets it apart."""
     if meta.get("model") in RECURRENT_MODELS:
         return f"{meta['model']}, hidden {meta['hidden_size']}"
@@ -275,7 +283,7 @@ def describe_network(meta):
     return str(meta.get("model"))
 
 
-def feature_size(meta):
+def feature_size(meta: dict) -> int:
     """The size of what the heads read (``forward(..., with_features=True)``): the LSTM's hidden state, or the
     feed-forward torso's output."""
     if meta["model"] in RECURRENT_MODELS:
@@ -285,7 +293,7 @@ def feature_size(meta):
     return {"nature": 512, "resnet": 256}[meta["model"]]
 
 
-def same_network(a, b):
+def same_network(a: dict, b: dict) -> bool:
     """Whether two ``model_meta`` dicts describe the same network. A feed-forward network's ``hidden_size`` is
     ignored: files written before it was stored as 0 hold the flag's value (512), which the network never used."""
     def key(meta):
@@ -294,7 +302,8 @@ def same_network(a, b):
     return key(a) == key(b)
 
 
-def build_model(meta):
+def build_model(meta: dict) -> RecurrentActorCritic | FeedForwardActorCritic:
+    """The network that ``meta`` (``model_meta``) describes, freshly initialised; an unknown model is BadInput."""
     if meta.get("model") not in MODELS:
         raise BadInput(f"unknown model {meta.get('model')!r}; known: {', '.join(MODELS)}")
     size = meta["width"] if meta["model"] == "mlp" else meta["hidden_size"]
@@ -318,7 +327,7 @@ def _views(flat, params):
     return views
 
 
-def flatten_parameters(model, shared=False):
+def flatten_parameters(model: nn.Module, shared: bool = False) -> torch.Tensor:
     """Move every parameter of ``model`` into one flat buffer (each a view in its own layout), in shared memory if
     ``shared``; returns the buffer. Call it last (``.to()`` and ``fast_layout`` would replace the views)."""
     params = list(model.parameters())
@@ -331,7 +340,7 @@ def flatten_parameters(model, shared=False):
     return flat
 
 
-def flat_buffer(params):
+def flat_buffer(params: Sequence[torch.Tensor]) -> torch.Tensor | None:
     """The flat buffer that ``params`` tile in order (``flatten_parameters``; also in a child process that received
     the shared model), or None where they do not."""
     if not params or not all(_dense(p) for p in params):
@@ -346,7 +355,7 @@ def flat_buffer(params):
                                                                         (offset - first.storage_offset(),), (1,))
 
 
-def flat_grads(params):
+def flat_grads(params: Sequence[torch.Tensor]) -> torch.Tensor:
     """Give ``params`` gradient buffers that are views of one zeroed flat buffer, in their layouts; returns it."""
     flat = torch.zeros(sum(p.numel() for p in params), device=params[0].device)
     for p, view in zip(params, _views(flat, params)):
@@ -364,7 +373,7 @@ class Replica:
     device-to-host transfer an update instead of one per tensor, each a synchronisation. Where the layouts differ
     (a shared model not flattened), it falls back to a copy per tensor, which ``copy_`` also converts."""
 
-    def __init__(self, shared_model, model, train=True):
+    def __init__(self, shared_model: nn.Module, model: nn.Module, train: bool = True):
         self.shared_model, self.model = shared_model, model
         self.local = flatten_parameters(model)
         shared_params, local_params = list(shared_model.parameters()), list(model.parameters())
@@ -378,17 +387,20 @@ class Replica:
             self.shared_grads = flat_grads(shared_params)  # this process's own, overwritten every update
 
     @property
-    def one_copy(self):
+    def one_copy(self) -> bool:
+        """Whether both sides are flat buffers laid out alike, so that each hand-off is one copy."""
         return self.shared is not None
 
-    def pull(self):
+    def pull(self) -> None:
+        """The shared weights into the replica."""
         if self.shared is not None:
             self.local.copy_(self.shared)
         else:
             for p, s in zip(self.local_params, self.shared_params):
                 p.data.copy_(s.data)
 
-    def push_grads(self):
+    def push_grads(self) -> None:
+        """The replica's gradients into this process's gradient buffers of the shared parameters."""
         if self.shared is not None:
             self.shared_grads.copy_(self.local_grads)
         else:

@@ -27,15 +27,21 @@ interleave, which A3C tolerates by design, once no single step can be wild.
 the gradient norm, the gradients into the shared model, an optimizer step, or a skip when a number is not finite.
 """
 
+import argparse
 import math
+from typing import TYPE_CHECKING, Any, Callable, Self
 
 import torch
+from torch.optim.optimizer import ParamsT
+
+if TYPE_CHECKING:  # for the annotations only: this module needs nothing of model.py at run time
+    from model import Replica
 
 DEFAULT_EPS = {"Adam": 1e-3, "RMSprop": 0.1}  # rl_a3c_pytorch's SharedAdam / SharedRMSprop
 BOUND_SLACK = 1.0 + 1e-4  # float rounding in m and v: never clip a step that sequential Adam takes
 
 
-def adam_step_bound(beta1, beta2, step):
+def adam_step_bound(beta1: float, beta2: float, step: float) -> float:
     """The largest ``|m_hat| / sqrt(v_hat)`` any gradient sequence gives sequential Adam at step ``step``.
 
     ``m_t = (1 - b1) sum_k b1^k g_{t-k}`` and ``v_t = (1 - b2) sum_k b2^k g_{t-k}^2``; Cauchy-Schwarz with weights
@@ -57,7 +63,7 @@ def _clip_to(numerator, denom, bound):
 class _SharedStateMixin:
     """Put before a torch optimizer class: its state is made at construction and placed in shared memory."""
 
-    def __init__(self, params, **kwargs):
+    def __init__(self, params: ParamsT, **kwargs: Any):
         super().__init__(params, **kwargs)
         for group in self.param_groups:
             if group.get("maximize") or group.get("differentiable") or group.get("capturable"):
@@ -75,7 +81,7 @@ class _SharedStateMixin:
         if not (missing_only and key in state):
             state[key] = torch.zeros_like(p, memory_format=torch.preserve_format) if like is None else like.clone()
 
-    def share_memory(self):
+    def share_memory(self) -> Self:
         """Move every state tensor into shared memory (a no-op for tensors already there)."""
         for state in self.state.values():
             for value in state.values():
@@ -83,12 +89,12 @@ class _SharedStateMixin:
                     value.share_memory_()
         return self
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         # torch's load_state_dict replaces the state tensors with fresh (process-private) copies: share them again.
         super().load_state_dict(state_dict)
         self.share_memory()
 
-    def set_hyperparameters(self, **values):
+    def set_hyperparameters(self, **values: Any) -> None:
         """Apply values given now (``lr``, ``eps``, ``amsgrad``, ...) to every parameter group. Needed after
         ``load_state_dict``, which keeps the saved groups' values: a resumed run's new ``--lr`` would be ignored."""
         for group in self.param_groups:
@@ -100,7 +106,7 @@ class _SharedStateMixin:
         self.share_memory()
 
     @property
-    def global_step(self):
+    def global_step(self) -> int:
         """Number of optimizer steps taken by all processes together (read off the first parameter)."""
         first = self.param_groups[0]["params"][0]
         return int(self.state[first]["step"].item())
@@ -110,7 +116,7 @@ class SharedAdam(_SharedStateMixin, torch.optim.Adam):
     """``torch.optim.Adam`` (``amsgrad=True`` too) with its state in shared memory and each element's step bounded
     by what sequential Adam can take (module docstring)."""
 
-    def __init__(self, params, lr=1e-4, eps=DEFAULT_EPS["Adam"], **kwargs):
+    def __init__(self, params: ParamsT, lr: float = 1e-4, eps: float = DEFAULT_EPS["Adam"], **kwargs: Any):
         super().__init__(params, lr=lr, eps=eps, **kwargs)
 
     def _init_state(self, group, p, missing_only=False):
@@ -124,7 +130,7 @@ class SharedAdam(_SharedStateMixin, torch.optim.Adam):
             self._zeros(p, "max_exp_avg_sq", missing_only, like=state["exp_avg_sq"] if missing_only else None)
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         loss = None if closure is None else closure()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
@@ -155,7 +161,7 @@ class SharedRMSprop(_SharedStateMixin, torch.optim.RMSprop):
     """``torch.optim.RMSprop`` (momentum and centered too) with its state in shared memory and, unless centered,
     each element's ``g / (sqrt(v) + eps)`` bounded by ``1 / sqrt(1 - alpha)`` (module docstring)."""
 
-    def __init__(self, params, lr=1e-4, eps=DEFAULT_EPS["RMSprop"], **kwargs):
+    def __init__(self, params: ParamsT, lr: float = 1e-4, eps: float = DEFAULT_EPS["RMSprop"], **kwargs: Any):
         super().__init__(params, lr=lr, eps=eps, **kwargs)
 
     def _init_state(self, group, p, missing_only=False):
@@ -169,7 +175,7 @@ class SharedRMSprop(_SharedStateMixin, torch.optim.RMSprop):
             self._zeros(p, "grad_avg", missing_only)
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         loss = None if closure is None else closure()
         for group in self.param_groups:
             lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
@@ -200,7 +206,8 @@ class SharedRMSprop(_SharedStateMixin, torch.optim.RMSprop):
 OPTIMIZERS = {"Adam": (SharedAdam, torch.optim.Adam), "RMSprop": (SharedRMSprop, torch.optim.RMSprop)}
 
 
-def make_optimizer(name, params, shared, lr, amsgrad=False, eps=None, alpha=0.99, momentum=0.0):
+def make_optimizer(name: str, params: ParamsT, shared: bool, lr: float, amsgrad: bool = False, eps: float | None = None,
+                   alpha: float = 0.99, momentum: float = 0.0) -> torch.optim.Optimizer:
     """Build the optimizer ``--optimizer name`` names, shared (hogwild state, bounded steps) or process-private
     (``--no-shared-optimizer``: torch's own). ``eps=None``: rl_a3c_pytorch's default for that optimizer.
     ``amsgrad`` is Adam's, ``alpha`` and ``momentum`` RMSprop's."""
@@ -210,18 +217,18 @@ def make_optimizer(name, params, shared, lr, amsgrad=False, eps=None, alpha=0.99
     return (shared_cls if shared else plain_cls)(params, **kwargs)
 
 
-def optimizer_for(args, params, shared):
+def optimizer_for(args: argparse.Namespace, params: ParamsT, shared: bool) -> torch.optim.Optimizer:
     """The optimizer the flags name (``--optimizer --lr --eps --amsgrad --alpha --momentum``)."""
     return make_optimizer(args.optimizer, params, shared, args.lr, args.amsgrad, args.eps, args.alpha,
                           args.momentum)
 
 
-def hyperparameters(args):
+def hyperparameters(args: argparse.Namespace) -> dict[str, Any]:
     """The flags' values for ``set_hyperparameters`` after a resume (each optimizer applies the keys it has)."""
     return {"lr": args.lr, "eps": args.eps, "amsgrad": args.amsgrad, "alpha": args.alpha, "momentum": args.momentum}
 
 
-def push_gradients(replica, optimizer):
+def push_gradients(replica: "Replica", optimizer: torch.optim.Optimizer) -> None:
     """The replica's gradients into this process's ``.grad`` buffers of the shared parameters (one flat copy,
     ``model.Replica``), then one optimizer step on the shared weights."""
     replica.push_grads()
@@ -235,13 +242,14 @@ class Update:
     ``state.nonfinite`` (slot ``slot``), and ``--max-nonfinite`` of them in a row mark the run as diverged.
     ``update(loss)`` returns ``(grad_norm, applied)``."""
 
-    def __init__(self, replica, optimizer, args, state, slot):
+    def __init__(self, replica: "Replica", optimizer: torch.optim.Optimizer, args: argparse.Namespace, state: Any,
+                 slot: int):
         self.replica, self.optimizer, self.state, self.slot = replica, optimizer, state, slot
         self.max_grad_norm, self.max_nonfinite = args.max_grad_norm, args.max_nonfinite
         self.params = list(replica.model.parameters())
         self.skipped_in_a_row = 0
 
-    def __call__(self, loss):
+    def __call__(self, loss: torch.Tensor) -> tuple[torch.Tensor, bool]:
         self.replica.model.zero_grad(set_to_none=False)
         loss.backward()
         grad_norm = (torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm) if self.max_grad_norm > 0

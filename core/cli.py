@@ -1,6 +1,7 @@
 """The argument parser of every command: one line for a mistake, full flag names, each default printed once."""
 
 import argparse
+from typing import Any, NoReturn
 
 from core.errors import EXIT_BAD_INPUT
 
@@ -9,10 +10,10 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad input is one line on stderr and exit 2 (argparse would print the usage block first). Flags are spelled
     out in full: a prefix that works today would silently take another meaning the day a flag sharing it is added."""
 
-    def __init__(self, *args, allow_abbrev=False, **kwargs):
+    def __init__(self, *args: Any, allow_abbrev: bool = False, **kwargs: Any):
         super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 

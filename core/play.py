@@ -1,10 +1,16 @@
 """One game loop, for the evaluator (test.py) and gym_eval.py: a whole game with a model, scored with raw rewards."""
 
+from typing import Callable, Sequence
+
+import gymnasium as gym
 import numpy as np
 import torch
 
 
-def play_game(env, model, device, max_steps, stochastic=False, seed=None, frame_sinks=(), between=None):
+def play_game(env: gym.Env, model: torch.nn.Module, device: torch.device | str, max_steps: int,
+              stochastic: bool = False, seed: int | None = None,
+              frame_sinks: Sequence[Callable[[np.ndarray], object]] = (),
+              between: Callable[[int], bool] | None = None) -> tuple[float, int] | None:
     """One whole game; returns ``(return, length)``, or None when ``between`` stopped it.
 
     Actions are the policy's argmax, or samples from it with ``stochastic``. ``frame_sinks``: callables given each
@@ -33,7 +39,8 @@ def play_game(env, model, device, max_steps, stochastic=False, seed=None, frame_
                 return None
 
 
-def show(env, frame_sinks):
+def show(env: gym.Env, frame_sinks: Sequence[Callable[[np.ndarray], object]]) -> None:
+    """Hand the env's rendered RGB frame to each sink (nothing is rendered when there are none)."""
     if frame_sinks:
         frame = env.render()
         for sink in frame_sinks:

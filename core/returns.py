@@ -58,7 +58,7 @@ def _check_shapes(rewards, discounts, bootstrap_value, values=None):
 
 
 @torch.no_grad()
-def nstep_returns(rewards, discounts, bootstrap_value):
+def nstep_returns(rewards: torch.Tensor, discounts: torch.Tensor, bootstrap_value: torch.Tensor) -> torch.Tensor:
     """Discounted n-step returns ``R_t = r_t + discounts[t] * R_{t+1}``, with ``R_T = bootstrap_value``."""
     _check_shapes(rewards, discounts, bootstrap_value)
     returns = torch.empty_like(rewards)
@@ -70,7 +70,8 @@ def nstep_returns(rewards, discounts, bootstrap_value):
 
 
 @torch.no_grad()
-def gae_advantages(rewards, values, discounts, bootstrap_value, lam):
+def gae_advantages(rewards: torch.Tensor, values: torch.Tensor, discounts: torch.Tensor, bootstrap_value: torch.Tensor,
+                   lam: float) -> torch.Tensor:
     """Generalized advantage estimates with ``lambda = lam`` (rl_a3c_pytorch's ``--tau``).
 
     ``delta_t = r_t + discounts[t] * V_{t+1} - V_t`` and ``A_t = delta_t + discounts[t] * lam * A_{t+1}``, with
@@ -140,8 +141,10 @@ def _trailing_ones(tensor, rank):
 
 
 @torch.no_grad()
-def vtrace_from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_value, clip_rho_threshold=1.0,
-                                   clip_pg_rho_threshold=1.0, mask=None):
+def vtrace_from_importance_weights(log_rhos: torch.Tensor, discounts: torch.Tensor, rewards: torch.Tensor,
+                                   values: torch.Tensor, bootstrap_value: torch.Tensor,
+                                   clip_rho_threshold: float | None = 1.0, clip_pg_rho_threshold: float | None = 1.0,
+                                   mask: torch.Tensor | None = None) -> VTraceReturns:
     """V-trace targets ``vs`` and policy-gradient advantages from log importance weights ``log(pi/mu)``.
 
     ``clip_rho_threshold`` is the paper's ``rho_bar`` and ``clip_pg_rho_threshold`` the one used for the
@@ -192,8 +195,11 @@ def _action_log_probs(logits, actions):
     return torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
 
 
-def vtrace_from_logits(behavior_policy_logits, target_policy_logits, actions, discounts, rewards, values,
-                       bootstrap_value, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0, mask=None):
+def vtrace_from_logits(behavior_policy_logits: torch.Tensor, target_policy_logits: torch.Tensor, actions: torch.Tensor,
+                       discounts: torch.Tensor, rewards: torch.Tensor, values: torch.Tensor,
+                       bootstrap_value: torch.Tensor, clip_rho_threshold: float | None = 1.0,
+                       clip_pg_rho_threshold: float | None = 1.0,
+                       mask: torch.Tensor | None = None) -> VTraceFromLogitsReturns:
     """V-trace from the behaviour (``mu``) and target (``pi``) policies' logits ``[T, B, A]`` and actions ``[T, B]``.
 
     ``log_rhos`` is ``log pi(a) - log mu(a)`` of the taken actions (log-softmax). The returned action log-probs
@@ -229,7 +235,8 @@ TRUST_REGION_MODES = ("laser", "kl_pi_mu", "kl_mu_pi_cut")
 
 
 @torch.no_grad()
-def trust_region_mask(behavior_logits, target_logits, threshold, mode="laser", clip_rho_threshold=1.0):
+def trust_region_mask(behavior_logits: torch.Tensor, target_logits: torch.Tensor, threshold: float, mode: str = "laser",
+                      clip_rho_threshold: float | None = 1.0) -> torch.Tensor:
     """LASER's trust region: a ``[T, B]`` 0/1 mask of the steps whose behaviour is relevant to the target policy,
     for ``vtrace_from_logits(..., mask=...)``. Logits are ``[T, B, A]`` (``mu``: behaviour, ``pi``: target); a step
     is kept where its divergence is below ``threshold`` (strictly, as the paper's ``beta < b``).

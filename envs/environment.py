@@ -17,6 +17,7 @@ Frames are counted as emulator frames: ``frames_per_step(...)`` agent steps to f
 import json
 import os
 from dataclasses import dataclass
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -41,14 +42,15 @@ except ImportError:  # pragma: no cover - ale-py is a hard requirement, but clas
 # Looking up ids and configuration
 
 
-def env_spec(env_id):
+def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """gymnasium's registration of ``env_id``; an unknown id is BadInput (one line), not gymnasium's traceback."""
     try:
         return gym.spec(env_id)
     except Exception as exc:  # gymnasium raises several error types (NameNotFound, VersionNotFound, ...)
         raise BadInput(f"unknown environment id {env_id!r} ({exc})") from None
 
 
-def is_registered(env_id):
+def is_registered(env_id: str) -> bool:
     try:
         gym.spec(env_id)
         return True
@@ -56,12 +58,12 @@ def is_registered(env_id):
         return False
 
 
-def is_retro(env_id):
+def is_retro(env_id: str) -> bool:
     """A stable-retro game: not a gymnasium id, but a stable-retro (or a3g) integration, ROM imported or not."""
     return not is_registered(env_id) and retro_env.has_integration(env_id)
 
 
-def check_env_id(env_id):
+def check_env_id(env_id: str) -> None:
     """Unknown ids, and retro games whose ROM is not imported, fail here (one line each), before anything is built."""
     if is_retro(env_id):
         retro_env.check_rom(env_id)
@@ -69,22 +71,22 @@ def check_env_id(env_id):
         env_spec(env_id)
 
 
-def family(env_id):
+def family(env_id: str) -> str:
     """``atari``, ``retro`` or ``classic``: what picks the preprocessing and the ``auto`` defaults."""
     return "retro" if is_retro(env_id) else "atari" if is_atari(env_id) else "classic"
 
 
-def is_atari(env_id):
+def is_atari(env_id: str) -> bool:
     return not is_retro(env_id) and str(env_spec(env_id).entry_point).startswith("ale_py")
 
 
-def emulator_frameskip(env_id):
+def emulator_frameskip(env_id: str) -> int | tuple[int, int]:
     """The frame-skip the emulator itself applies for this Atari id (1 for NoFrameskip ids)."""
     skip = env_spec(env_id).kwargs.get("frameskip", 1)
     return skip
 
 
-def frames_per_step(env_id, skip_rate):
+def frames_per_step(env_id: str, skip_rate: int) -> int | float:
     """Emulator frames per agent step: the unit of every frame count in a3g."""
     if is_retro(env_id):
         return skip_rate  # retro_env.RetroSkip repeats the action
@@ -98,7 +100,7 @@ def frames_per_step(env_id, skip_rate):
     return (skip[0] + skip[1] - 1) / 2.0  # stochastic skip (e.g. Pong-v4): the mean of randint(lo, hi)
 
 
-def load_env_config(path):
+def load_env_config(path: str) -> dict:
     """Read an ``--env-config`` JSON file: ``{"Default": {...}, "<Game>": {...}}`` with crop settings per game."""
     try:
         with open(path) as f:
@@ -121,7 +123,7 @@ def load_env_config(path):
     return config
 
 
-def env_conf_for(env_id, config):
+def env_conf_for(env_id: str, config: dict) -> dict[str, int]:
     """The config entry whose key is part of the env id (as rl_a3c_pytorch), else ``Default``."""
     conf = config["Default"]
     for key in config:
@@ -137,12 +139,12 @@ def env_conf_for(env_id, config):
 class NoopReset(gym.Wrapper):
     """Start each game after a random number (1..noop_max) of no-ops, so that starts differ."""
 
-    def __init__(self, env, noop_max=30):
+    def __init__(self, env: gym.Env, noop_max: int = 30):
         super().__init__(env)
         self.noop_max = noop_max
         assert env.unwrapped.get_action_meanings()[0] == "NOOP"
 
-    def reset(self, **kwargs):
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
         for _ in range(self.unwrapped.np_random.integers(1, self.noop_max + 1)):
             obs, _, terminated, truncated, info = self.env.step(0)
@@ -154,12 +156,12 @@ class NoopReset(gym.Wrapper):
 class MaxAndSkip(gym.Wrapper):
     """Repeat the action ``skip`` frames, sum the rewards, observe the max of the last two frames."""
 
-    def __init__(self, env, skip=4):
+    def __init__(self, env: gym.Env, skip: int = 4):
         super().__init__(env)
         self.skip = skip
         self._buffer = np.zeros((2,) + env.observation_space.shape, dtype=env.observation_space.dtype)
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         total_reward = 0.0
         for i in range(self.skip):
             obs, reward, terminated, truncated, info = self.env.step(action)
@@ -176,12 +178,12 @@ class MaxAndSkip(gym.Wrapper):
 class EpisodicLife(gym.Wrapper):
     """Training only: a lost life ends the episode for the learner, but the game goes on at the next reset."""
 
-    def __init__(self, env):
+    def __init__(self, env: gym.Env):
         super().__init__(env)
         self.lives = 0
         self.game_over = True
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.game_over = terminated or truncated
         lives = self.unwrapped.ale.lives()
@@ -190,7 +192,7 @@ class EpisodicLife(gym.Wrapper):
         self.lives = lives
         return obs, reward, terminated, truncated, info
 
-    def reset(self, **kwargs):
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         if self.game_over:
             obs, info = self.env.reset(**kwargs)
         else:  # only a life was lost: carry on from where the game is
@@ -205,7 +207,7 @@ class EpisodicLife(gym.Wrapper):
 class FireReset(gym.Wrapper):
     """Press FIRE after a reset, for games that wait for it before play starts."""
 
-    def reset(self, **kwargs):
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         self.env.reset(**kwargs)
         obs, _, terminated, truncated, info = self.env.step(1)
         if terminated or truncated:
@@ -217,18 +219,20 @@ class FireReset(gym.Wrapper):
 
 
 class Float32Observation(gym.ObservationWrapper):
-    def __init__(self, env):
+    """Vector observations (classic control) as float32, the dtype the networks take."""
+
+    def __init__(self, env: gym.Env):
         super().__init__(env)
         space = env.observation_space
         self.observation_space = gym.spaces.Box(
             space.low.astype(np.float32), space.high.astype(np.float32), space.shape, dtype=np.float32
         )
 
-    def observation(self, observation):
+    def observation(self, observation: np.ndarray) -> np.ndarray:
         return np.asarray(observation, dtype=np.float32)
 
 
-def atari_box(conf, size):
+def atari_box(conf: dict, size: int) -> tuple[tuple[int, int], tuple[int, int], int, tuple[int, int] | None]:
     """The part of a 210x160 Atari screen that ``ScreenFrame`` keeps for ``conf`` (an ``atari.json`` entry): rows
     ``crop1 : crop2 + 160``, all 160 columns, and for 80x80 frames rl_a3c_pytorch's first resize to
     ``dimension2 x 80``."""
@@ -245,18 +249,18 @@ class EnvSettings:
     env_id: str
     skip_rate: int = 4
     max_episode_length: int = 10000
-    crop: dict = None  # the env-config entry for Atari games
+    crop: dict | None = None  # the env-config entry for Atari games
     frame_size: int = 80  # Atari frames are frame_size x frame_size ...
     frame_stack: int = 1  # ... and the last frame_stack of them are stacked (the network decides both)
-    retro: dict = None  # retro games: retro_env.resolve's action set, crop, reward scale, rules and start state
+    retro: dict | None = None  # retro games: retro_env.resolve's action set, crop, reward scale, rules and start state
 
-    def as_dict(self):
+    def as_dict(self) -> dict:
         return {"env_id": self.env_id, "skip_rate": self.skip_rate, "max_episode_length": self.max_episode_length,
                 "crop": dict(self.crop) if self.crop else None, "frame_size": self.frame_size,
                 "frame_stack": self.frame_stack, "retro": json.loads(json.dumps(self.retro)) if self.retro else None}
 
 
-def make_env(settings, train=True, render_mode=None):
+def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None = None) -> gym.Env:
     """Build the environment ``settings.env_id`` with a3g's preprocessing.
 
     ``train=True`` ends an Atari episode at each lost life (the learner's view); ``train=False`` plays full games

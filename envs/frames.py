@@ -2,6 +2,8 @@
 (``process_frame``, ``ScreenFrame``), a running normalisation (``NormalizedEnv``) and a stack of the last frames
 (``FrameStack``)."""
 
+from typing import Any, SupportsFloat
+
 import cv2
 import gymnasium as gym
 import numpy as np
@@ -41,18 +43,18 @@ class FrameStack(gym.Wrapper):
     """The last ``k`` frames along the channel axis, ``[k, H, W]``, for feed-forward networks; a reset fills the
     stack with the first frame."""
 
-    def __init__(self, env, k):
+    def __init__(self, env: gym.Env, k: int):
         super().__init__(env)
         shape = env.observation_space.shape
         self.frames = np.zeros((k,) + shape[1:], dtype=np.float32)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.frames.shape, dtype=np.float32)
 
-    def reset(self, **kwargs):
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
         self.frames[:] = obs[0]
         return self.frames.copy(), info
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.frames[:-1] = self.frames[1:]
         self.frames[-1] = obs[0]
@@ -62,7 +64,7 @@ class FrameStack(gym.Wrapper):
 class NormalizedEnv(gym.ObservationWrapper):
     """Running (bias-corrected, exponentially weighted) mean and std of the frame, as rl_a3c_pytorch normalises."""
 
-    def __init__(self, env, alpha=0.9999):
+    def __init__(self, env: gym.Env, alpha: float = 0.9999):
         super().__init__(env)
         self.alpha = alpha
         self.state_mean = 0.0
@@ -70,7 +72,7 @@ class NormalizedEnv(gym.ObservationWrapper):
         self.num_steps = 0
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, env.observation_space.shape, dtype=np.float32)
 
-    def observation(self, observation):
+    def observation(self, observation: np.ndarray) -> np.ndarray:
         self.num_steps += 1
         self.state_mean = self.state_mean * self.alpha + float(observation.mean()) * (1 - self.alpha)
         self.state_std = self.state_std * self.alpha + float(observation.std()) * (1 - self.alpha)

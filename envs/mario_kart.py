@@ -17,7 +17,10 @@ game here (no ROM ships with a3g): ``python -m tools.retro_state`` prints the va
 a user with the ROM can check them.
 """
 
+from typing import Any
+
 import gymnasium as gym
+import numpy as np
 
 OFF_ROAD_SURFACES = {84, 86, 88, 90, 92, 94}  # 7E10AE: Mario Circuit / Choco Island off-road, snow, grass, ...
 FELL_STATUSES = {4, 6, 8}  # 7E10A0: fallen off the edge, in lava, in deep water (0 on the ground, 2 in the air)
@@ -27,7 +30,7 @@ OFF_ROAD_PENALTY = -0.05
 FALL_PENALTY = -1.0
 
 
-def checkpoints_passed(prev, info):
+def checkpoints_passed(prev: dict[str, Any], info: dict[str, Any]) -> int:
     """Signed number of checkpoints passed between two readings: the lap counter decides at the lap line (where
     the checkpoint number wraps from the last one to 0, or back), the checkpoint number elsewhere."""
     laps = info["lap"] - prev["lap"]
@@ -36,7 +39,7 @@ def checkpoints_passed(prev, info):
     return info["checkpoint"] - prev["checkpoint"]
 
 
-def race_step(prev, info):
+def race_step(prev: dict[str, Any] | None, info: dict[str, Any]) -> tuple[float, bool]:
     """``(reward, race_over)`` for one agent step that went from RAM reading ``prev`` (None at the first step of an
     episode) to ``info``."""
     reward = 0.0
@@ -53,15 +56,15 @@ def race_step(prev, info):
 class MarioKartRules(gym.Wrapper):
     """The shaped reward and race end of ``race_step``, after the action repeat (one reading per agent step)."""
 
-    def __init__(self, env):
+    def __init__(self, env: gym.Env):
         super().__init__(env)
         self.prev = None
 
-    def reset(self, **kwargs):
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         self.prev = None  # stable-retro's reset gives no RAM reading; the first step sets it
         return self.env.reset(**kwargs)
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         obs, _, terminated, truncated, info = self.env.step(action)
         reward, race_over = race_step(self.prev, info)
         self.prev = {k: info[k] for k in ("lap", "checkpoint")}

@@ -8,16 +8,17 @@ import sys
 import tempfile
 import time
 
+import gymnasium as gym
 import numpy as np
 
 from core.errors import BadInput
 from core.files import atomic_write_text
-from envs.environment import frames_per_step, is_atari, is_retro
+from envs.environment import EnvSettings, frames_per_step, is_atari, is_retro
 
 ATARI_FPS = 60.0  # the Atari 2600's frame rate: a recording plays in real time at 60 / frames-per-agent-step
 
 
-def video_fps(settings, env):
+def video_fps(settings: EnvSettings, env: gym.Env) -> float:
     """Real-time playback rate of one rendered frame per agent step."""
     if is_atari(settings.env_id):
         return ATARI_FPS / frames_per_step(settings.env_id, settings.skip_rate)
@@ -26,7 +27,7 @@ def video_fps(settings, env):
     return float(env.metadata.get("render_fps") or 30)
 
 
-def check_display():
+def check_display() -> None:
     """--render needs a real window: a display and pygame. Raises BadInput with one line otherwise."""
     hint = "; use --record DIR to write the games as videos instead"
     if sys.platform.startswith("linux") or "bsd" in sys.platform:
@@ -46,13 +47,13 @@ def check_display():
 
 
 class WindowClosed(Exception):
-    pass
+    """The user closed the --render window: gym_eval.py stops playing and summarises the games so far."""
 
 
 class Viewer:
     """A pygame window showing the rendered RGB frames at the game's real-time rate."""
 
-    def __init__(self, title):
+    def __init__(self, title: str):
         import pygame
 
         self.pg = pygame
@@ -60,7 +61,7 @@ class Viewer:
         self.screen = None
         self.clock = pygame.time.Clock()
 
-    def show(self, frame, fps):
+    def show(self, frame: np.ndarray, fps: float) -> None:
         pg = self.pg
         h, w = frame.shape[:2]
         if self.screen is None:
@@ -77,7 +78,7 @@ class Viewer:
         pg.display.flip()
         self.clock.tick(fps)
 
-    def close(self):
+    def close(self) -> None:
         if self.screen is not None:
             self.pg.display.quit()
 
@@ -85,7 +86,7 @@ class Viewer:
 _MP4_WORKS = {}
 
 
-def mp4_works(folder, size, fps):
+def mp4_works(folder: str, size: tuple[int, int], fps: float) -> bool:
     """Can this OpenCV write an MP4 of this size that it can also read back? (Codecs vary between builds.)"""
     import cv2
 
@@ -114,14 +115,14 @@ def mp4_works(folder, size, fps):
 class VideoRecorder:
     """One game as a video: MP4 (OpenCV, mp4v) where it works, else GIF (Pillow). Frames are RGB uint8."""
 
-    def __init__(self, path_stem, fps, video_format, notes):
+    def __init__(self, path_stem: str, fps: float, video_format: str, notes: dict[str, bool]):
         self.path_stem, self.fps, self.format, self.notes = path_stem, fps, video_format, notes
         self.writer = None
         self.gif_frames = None
         self.path = None
         self.frames = 0
 
-    def add(self, frame):
+    def add(self, frame: np.ndarray) -> None:
         import cv2
 
         if self.writer is None and self.gif_frames is None:
@@ -144,7 +145,7 @@ class VideoRecorder:
             self.gif_frames.append(Image.fromarray(frame).convert("P", palette=Image.Palette.ADAPTIVE))
         self.frames += 1
 
-    def close(self):
+    def close(self) -> str | None:
         """Finish the file; returns its path (None if no frame came)."""
         if self.writer is not None:
             self.writer.release()
@@ -165,7 +166,9 @@ class VideoRecorder:
         return self.path
 
 
-def is_render_error(exc):
+def is_render_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from rendering (a missing renderer, a pygame error), which gym_eval.py reports in one
+    line."""
     import gymnasium
 
     pygame = sys.modules.get("pygame")
@@ -173,7 +176,7 @@ def is_render_error(exc):
                                                                        isinstance(exc, pygame.error))
 
 
-def capped_cubic(episode_id):
+def capped_cubic(episode_id: int) -> bool:
     """gym Monitor's and gymnasium RecordVideo's default schedule: episodes 0, 1, 8, 27, ..., 729, 1000, 2000, ..."""
     if episode_id < 1000:
         return int(round(episode_id ** (1.0 / 3))) ** 3 == episode_id
@@ -184,7 +187,7 @@ class Monitor:
     """--new-gym-eval: what gym.wrappers.Monitor recorded, for gymnasium: stats in gym's stats.json layout and
     videos on RecordVideo's schedule, in <log-dir>/<env>_monitor/ (cleared first, like Monitor(force=True))."""
 
-    def __init__(self, folder):
+    def __init__(self, folder: str):
         self.folder = folder
         os.makedirs(folder, exist_ok=True)
         for old in glob.glob(os.path.join(folder, "rl-video-episode-*")) + [os.path.join(folder, "stats.json")]:
@@ -193,13 +196,13 @@ class Monitor:
         self.stats = {"initial_reset_timestamp": time.time(), "timestamps": [], "episode_lengths": [],
                       "episode_rewards": [], "episode_types": []}
 
-    def wants_video(self, index):
+    def wants_video(self, index: int) -> bool:
         return capped_cubic(index)
 
-    def video_stem(self, index):
+    def video_stem(self, index: int) -> str:
         return os.path.join(self.folder, f"rl-video-episode-{index}")
 
-    def add(self, episode_return, length):
+    def add(self, episode_return: float, length: int) -> None:
         self.stats["timestamps"].append(time.time())
         self.stats["episode_lengths"].append(int(length))
         self.stats["episode_rewards"].append(float(episode_return))

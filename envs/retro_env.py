@@ -29,12 +29,17 @@ of their own, and the parent builds its one env to read the shapes and closes it
 import functools
 import json
 import os
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
 from core.errors import BadInput
 from envs.frames import FrameStack, NormalizedEnv, ScreenFrame
+
+if TYPE_CHECKING:  # environment.py imports this module: no import of it at run time
+    from envs.environment import EnvSettings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INTEGRATIONS = os.path.join(HERE, "retro_integrations")  # a3g's own integrations (data, scenario, metadata)
@@ -44,7 +49,7 @@ DIRECTIONS = ("LEFT", "RIGHT", "UP", "DOWN")
 
 
 @functools.lru_cache(maxsize=None)
-def retro():
+def retro() -> ModuleType:
     """stable-retro, imported on first use (Atari and classic control never pay for it), with a3g's integrations
     added to the folders it searches."""
     import stable_retro
@@ -53,7 +58,7 @@ def retro():
     return stable_retro
 
 
-def has_integration(env_id):
+def has_integration(env_id: str) -> bool:
     """Whether stable-retro (or a3g's own folder) has an integration named ``env_id``, its ROM imported or not
     (``environment.is_retro`` asks this of the ids gymnasium does not know)."""
     if "/" in env_id or not env_id.endswith("-v0") or env_id.count("-") < 2:
@@ -62,17 +67,19 @@ def has_integration(env_id):
     return r.data.get_file_path(env_id, "rom.sha", r.data.Integrations.DEFAULT) is not None
 
 
-def is_own_integration(env_id):
+def is_own_integration(env_id: str) -> bool:
+    """Whether ``env_id`` is one of a3g's own integrations (``envs/retro_integrations/``), not stable-retro's."""
     return os.path.isfile(os.path.join(INTEGRATIONS, env_id, "rom.sha"))
 
 
-def import_command(env_id):
+def import_command(env_id: str) -> str:
+    """The command that imports this game's ROM (stable-retro's importer does not know a3g's own folder)."""
     if is_own_integration(env_id):
         return "python -m tools.retro_import DIR"
     return "python -m stable_retro.import DIR"
 
 
-def check_rom(env_id):
+def check_rom(env_id: str) -> None:
     """Raise BadInput, one line naming the import command, when the game's ROM has not been imported."""
     r = retro()
     try:
@@ -82,12 +89,12 @@ def check_rom(env_id):
                          f"`{import_command(env_id)}` (no ROM ships with a3g)") from None
 
 
-def system_of(env_id):
+def system_of(env_id: str) -> str:
     """``Airstriker-Genesis-v0`` -> ``Genesis``."""
     return env_id.rsplit("-", 2)[-2]
 
 
-def state_path(env_id, state):
+def state_path(env_id: str, state: str | None) -> str | None:
     """``--state``: a path to a ``.state`` file, or the name of one in the game's integration folder."""
     if state is None:
         return None
@@ -107,7 +114,8 @@ def state_path(env_id, state):
 # retro_games.json: action sets, crops, reward scales
 
 
-def load_retro_config(path=RETRO_CONFIG):
+def load_retro_config(path: str = RETRO_CONFIG) -> dict:
+    """Read ``retro_games.json`` (``{"systems": {...}, "games": {...}}``); an unreadable file is BadInput."""
     try:
         with open(path) as f:
             config = json.load(f)
@@ -119,7 +127,7 @@ def load_retro_config(path=RETRO_CONFIG):
     return config
 
 
-def default_actions(buttons):
+def default_actions(buttons: list[str | None]) -> list[list[str]]:
     """A console pad's sensible discrete set: no-op, each direction, each (non-menu) button, left/right with the
     first button (move while firing/jumping)."""
     pad = [b for b in buttons if b not in MENU_BUTTONS]
@@ -130,7 +138,7 @@ def default_actions(buttons):
     return actions
 
 
-def retro_conf_for(env_id, config, buttons):
+def retro_conf_for(env_id: str, config: dict, buttons: list[str | None]) -> dict:
     """The resolved settings of one game: ``{"actions", "crop", "reward_scale", "rules"}`` from its entry in
     ``retro_games.json`` (key: the env id without ``-v0``), its console's entry, and the pad's default set."""
     game = config.get("games", {}).get(env_id.removesuffix("-v0"), {})
@@ -150,12 +158,12 @@ def retro_conf_for(env_id, config, buttons):
             "rules": game.get("rules")}
 
 
-def pad_buttons(env_id):
+def pad_buttons(env_id: str) -> list[str | None]:
     """The console's buttons, in the order of stable-retro's button arrays (read without starting an emulator)."""
     return list(retro().get_system_info(system_of(env_id))["buttons"])
 
 
-def resolve(env_id, state=None, config_path=RETRO_CONFIG):
+def resolve(env_id: str, state: str | None = None, config_path: str = RETRO_CONFIG) -> dict:
     """Everything ``EnvSettings.retro`` stores for a game: its settings from retro_games.json and ``--state``.
     Checks the ROM first, so that a missing ROM is the one line the user sees."""
     check_rom(env_id)
@@ -166,7 +174,7 @@ def resolve(env_id, state=None, config_path=RETRO_CONFIG):
     return conf
 
 
-def check_default_state(env_id):
+def check_default_state(env_id: str) -> None:
     """A game whose metadata names a default start state that is not there (a3g's Mario Kart before
     ``python -m tools.retro_state``): one line saying how to make it, rather than stable-retro's TypeError."""
     r = retro()
@@ -189,7 +197,7 @@ def check_default_state(env_id):
 class RetroActions(gym.ActionWrapper):
     """Discrete(n) over a list of button combinations -> the button array stable-retro presses."""
 
-    def __init__(self, env, combos, buttons):
+    def __init__(self, env: gym.Env, combos: list[list[str]], buttons: list[str | None]):
         super().__init__(env)
         self.combos = [list(c) for c in combos]
         self._arrays = np.zeros((len(combos), len(buttons)), dtype=np.uint8)
@@ -198,7 +206,7 @@ class RetroActions(gym.ActionWrapper):
                 self._arrays[i, buttons.index(name)] = 1
         self.action_space = gym.spaces.Discrete(len(combos))
 
-    def action(self, action):
+    def action(self, action: int) -> np.ndarray:
         return self._arrays[int(action)]
 
 
@@ -206,11 +214,11 @@ class RetroSkip(gym.Wrapper):
     """Hold the action for ``skip`` emulator frames, summing the rewards; observe the last frame. (Consoles draw
     every sprite every frame in most games, so the Atari max-over-two-frames is not needed.)"""
 
-    def __init__(self, env, skip):
+    def __init__(self, env: gym.Env, skip: int):
         super().__init__(env)
         self.skip = skip
 
-    def step(self, action):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         total = 0.0
         for _ in range(self.skip):
             obs, reward, terminated, truncated, info = self.env.step(action)
@@ -224,15 +232,15 @@ class RewardScale(gym.RewardWrapper):
     """Training only: rewards times ``scale`` (before the worker's clipping), for games whose points come in
     hundreds."""
 
-    def __init__(self, env, scale):
+    def __init__(self, env: gym.Env, scale: float):
         super().__init__(env)
         self.scale = scale
 
-    def reward(self, reward):
+    def reward(self, reward: float) -> float:
         return reward * self.scale
 
 
-def game_rules(name):
+def game_rules(name: str) -> type[gym.Wrapper]:
     """The wrapper class of a game's ``rules`` entry in retro_games.json."""
     if name == "mario_kart":
         from envs.mario_kart import MarioKartRules
@@ -241,7 +249,7 @@ def game_rules(name):
     raise BadInput(f"retro_games.json: unknown rules {name!r}")
 
 
-def retro_box(crop, height, width, size):
+def retro_box(crop: dict[str, int], height: int, width: int, size: int) -> tuple[tuple[int, int], tuple[int, int], int]:
     """The part of a ``width x height`` screen that ``ScreenFrame`` keeps for ``crop`` (top/bottom/left/right
     margins in pixels, from retro_games.json)."""
     if crop["top"] + crop["bottom"] >= height or crop["left"] + crop["right"] >= width:
@@ -249,7 +257,7 @@ def retro_box(crop, height, width, size):
     return (crop["top"], height - crop["bottom"]), (crop["left"], width - crop["right"]), size
 
 
-def make_retro(settings, train, render_mode):
+def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) -> gym.Env:
     """The game with a3g's preprocessing (module docstring), the frame pipeline shared with Atari (frames.py)."""
     r = retro()
     conf = settings.retro

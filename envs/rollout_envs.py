@@ -1,15 +1,17 @@
 """A batch of environments stepped together, for A3G's workers and IMPALA's actors alike."""
 
+import gymnasium as gym
 import numpy as np
 
-from envs.environment import is_atari, make_env
+from envs.environment import EnvSettings, is_atari, make_env
 
 
 class RolloutEnvs:
     """A worker's environments, stepped together; observations are written into rows of a caller's ``[B, ...]``
     array (a row of the rollout buffer), so stepping allocates nothing."""
 
-    def __init__(self, settings, count, seed, clip_rewards, envs=None):
+    def __init__(self, settings: EnvSettings | None, count: int, seed: int, clip_rewards: bool,
+                 envs: list[gym.Env] | None = None):
         self.envs = envs if envs is not None else [make_env(settings, train=True) for _ in range(count)]
         self.clip_rewards = clip_rewards
         self.atari = settings is not None and is_atari(settings.env_id)
@@ -19,7 +21,7 @@ class RolloutEnvs:
         self.truncated = np.zeros(count, dtype=bool)  # cut by a time limit, not ended by the game
         self.final_obs = np.zeros_like(self.first_obs)  # their last observation, to bootstrap from
 
-    def step(self, actions, obs_out):
+    def step(self, actions: np.ndarray, obs_out: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Step every env, writing observations into ``obs_out``; returns (rewards, dones, finished games).
         Done envs are reset in place: their row holds the first observation of the next episode; for envs cut by
         a time limit (``self.truncated``) the observation they were cut at is in ``self.final_obs``."""

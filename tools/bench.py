@@ -22,11 +22,13 @@ server``; ``replay``: IMPALA with ``REPLAY``, half of each batch fresh and half 
 
 import argparse
 import json
+import multiprocessing.queues
 import os
 import platform
 import sys
 import tempfile
 import time
+from typing import Sequence
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -53,7 +55,8 @@ STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "natur
             "nature:8:bf16:impala"]
 
 
-def parse_config(text):
+def parse_config(text: str) -> dict:
+    """A ``--configs`` entry (``model:envs_per_worker[:token...]``) as the settings of one measured configuration."""
     parts = text.split(":")
     model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
@@ -62,7 +65,9 @@ def parse_config(text):
             "inference": "server" if "server" in parts[2:] else "local", "replay": "replay" in parts[2:]}
 
 
-def emulator_worker(env_id, frame_size, frame_stack, seconds, seed, queue):
+def emulator_worker(env_id: str, frame_size: int, frame_stack: int, seconds: float, seed: int,
+                    queue: multiprocessing.queues.Queue) -> None:
+    """One core's part of the emulator ceiling: agent steps/s of random play for ``seconds``, put on ``queue``."""
     torch.set_num_threads(1)
     env = make_env(EnvSettings(env_id, frame_size=frame_size, frame_stack=frame_stack), train=True)
     env.reset(seed=seed)
@@ -77,7 +82,7 @@ def emulator_worker(env_id, frame_size, frame_stack, seconds, seed, queue):
     queue.put(steps / (time.perf_counter() - start))
 
 
-def emulator_ceiling(env_id, frame_format, cores, seconds):
+def emulator_ceiling(env_id: str, frame_format: tuple[int, int], cores: int, seconds: float) -> float:
     """Agent steps/s of all cores together stepping the preprocessed game at random."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -90,7 +95,8 @@ def emulator_ceiling(env_id, frame_format, cores, seconds):
     return sum(rates)
 
 
-def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3, batched=False, device="cpu"):
+def network_cost(meta: dict, batch: int, bf16: bool, channels_last: bool, num_steps: int = 20, iters: int = 3,
+                 batched: bool = False, device: torch.device | str = "cpu") -> tuple[float, float]:
     """Seconds per agent step on ``device`` (one CPU thread): (inference at this batch, training rollout
     forward+backward+Adam per sample). The training rollout is the worker's: the graph built while acting, or
     (``batched``, ``--train-forward batched``) acting without autograd and then one ``model.unroll`` over it."""
@@ -136,8 +142,8 @@ def network_cost(meta, batch, bf16, channels_last, num_steps=20, iters=3, batche
     return infer, best
 
 
-def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="auto", evaluator_nice=0,
-                 gpu_ids=(-1,)):
+def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds: float, out: str,
+                 evaluator_cpu: float | str = "auto", evaluator_nice: int = 0, gpu_ids: Sequence[int] = (-1,)) -> float:
     """Real training (A3G's workers or IMPALA's actors and learner, and the evaluator, as main.py runs them):
     frames/s after the warm-up."""
     argv = ["--env", env_id, "--algo", config["algo"], "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
@@ -173,7 +179,8 @@ def training_fps(env_id, config, workers, warmup, seconds, out, evaluator_cpu="a
     return (f1 - f0) / (t1 - t0)
 
 
-def cpu_name():
+def cpu_name() -> str:
+    """The CPU's model name, for the report."""
     try:
         with open("/proc/cpuinfo") as f:
             return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
@@ -181,7 +188,7 @@ def cpu_name():
         return platform.processor() or "unknown"
 
 
-def main():
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                 allow_abbrev=False)
     p.add_argument("--env", default="PongNoFrameskip-v4")

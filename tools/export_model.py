@@ -21,7 +21,7 @@ from runtime.checkpoints import load_checkpoint, model_file
 PROG = "python -m tools.export_model"  # how the command is run, for its messages
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog=PROG, description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", help="a run directory or one of its checkpoint files")

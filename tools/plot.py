@@ -13,6 +13,7 @@ import json
 import math
 import os
 import sys
+from typing import Sequence
 
 from core.cli import OneLineParser
 from core.errors import EXIT_BAD_INPUT, EXIT_OK, BadInput
@@ -22,7 +23,7 @@ PROG = "python -m tools.plot"  # how the command is run, for its messages
 NEEDED = ("wall_time_s", "frames", "return", "mean_return")
 
 
-def build_parser():
+def build_parser() -> OneLineParser:
     p = OneLineParser(prog=PROG, description="Plot evaluator returns of a3g runs against frames and wall time.")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or their progress.csv files)")
     p.add_argument("-o", "--output", default=None,
@@ -32,18 +33,18 @@ def build_parser():
     return p
 
 
-def progress_path(run):
+def progress_path(run: str) -> str:
     return os.path.join(run, "progress.csv") if os.path.isdir(run) else run
 
 
-def run_label(run):
+def run_label(run: str) -> str:
     path = os.path.normpath(os.path.abspath(run))
     if not os.path.isdir(path):
         path = os.path.dirname(path)
     return os.path.basename(path)
 
 
-def run_env(run):
+def run_env(run: str) -> str | None:
     """The env id from the run's args.json, if there is one."""
     folder = run if os.path.isdir(run) else os.path.dirname(os.path.abspath(run))
     try:
@@ -53,7 +54,7 @@ def run_env(run):
         return None
 
 
-def read_progress(run):
+def read_progress(run: str) -> dict[str, list[float]]:
     """Columns of progress.csv as lists of floats; raises BadInput when there is nothing to plot."""
     path = progress_path(run)
     if not os.path.isfile(path):
@@ -82,7 +83,8 @@ def read_progress(run):
     return data
 
 
-def time_unit(max_seconds):
+def time_unit(max_seconds: float) -> tuple[float, str]:
+    """The wall-time axis' unit for runs this long: (seconds per unit, its name)."""
     if max_seconds < 600:
         return 1.0, "s"
     if max_seconds < 3 * 3600:
@@ -90,7 +92,8 @@ def time_unit(max_seconds):
     return 3600.0, "h"
 
 
-def plot(runs, output, title=None, dpi=120):
+def plot(runs: Sequence[str], output: str, title: str | None = None, dpi: int = 120) -> str:
+    """Draw the runs' returns against frames and wall time into the PNG ``output``; returns its path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,7 +134,7 @@ def plot(runs, output, title=None, dpi=120):
     return output
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.dpi <= 0:
         print(f"{PROG}: error: --dpi must be positive, got {args.dpi}", file=sys.stderr)

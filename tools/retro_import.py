@@ -16,7 +16,7 @@ from envs import retro_env
 PROG = "python -m tools.retro_import"  # how the command is run, for its messages
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     folders = sys.argv[1:] if argv is None else argv
     if not folders or any(f.startswith("-") for f in folders):
         print("usage: python -m tools.retro_import DIR [DIR ...]  (folders holding your ROM files)", file=sys.stderr)

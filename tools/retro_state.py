@@ -19,7 +19,9 @@ import argparse
 import gzip
 import os
 import sys
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from core.errors import BadInput
@@ -46,7 +48,8 @@ RACE_WAIT_FRAMES = 1800  # the course intro (Lakitu, camera sweep) before the co
 COUNTDOWN_PHASE = 4  # 7E003A: 4 during the countdown, 6 once racing (MrL314's map)
 
 
-def press(env, buttons, name, held, wait):
+def press(env: gym.Env, buttons: list[str | None], name: str | None, held: int, wait: int) -> dict[str, Any]:
+    """Hold button ``name`` (None: none) for ``held`` frames, then release it for ``wait``; the last RAM reading."""
     action = np.zeros(len(buttons), dtype=np.uint8)
     if name is not None:
         action[buttons.index(name)] = 1
@@ -56,7 +59,7 @@ def press(env, buttons, name, held, wait):
     return info
 
 
-def race_start_problems(info):
+def race_start_problems(info: dict[str, Any]) -> list[str]:
     """What is wrong with ``info`` for the start of a race (an empty list: nothing)."""
     problems = []
     if info.get("race_phase") not in (COUNTDOWN_PHASE, COUNTDOWN_PHASE + 2):
@@ -68,7 +71,7 @@ def race_start_problems(info):
     return problems
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--game", default=GAME, choices=[GAME], help="the game (a3g has one such recipe)")
     p.add_argument("--out", default=None, help="state file (default: the integration's MarioCircuit1.state)")

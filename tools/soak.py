@@ -24,7 +24,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository, where main.py is
 
 
-def descendants(root):
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it, from /proc."""
     children = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -42,7 +43,8 @@ def descendants(root):
     return found
 
 
-def sample(pid):
+def sample(pid: int) -> dict | None:
+    """One process's resident memory (MB), open fds and command line; None when it is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
@@ -53,7 +55,7 @@ def sample(pid):
         return None
 
 
-def role(cmd, pid, root):
+def role(cmd: str, pid: int, root: int) -> str:
     if pid == root:
         return "supervisor"
     if "resource_tracker" in cmd:
@@ -61,7 +63,7 @@ def role(cmd, pid, root):
     return "child"
 
 
-def progress_fps(path, t0, t1):
+def progress_fps(path: str, t0: float, t1: float) -> float | None:
     """Training frames/s between wall times t0 and t1 (seconds into the run) from progress.csv."""
     rows = [(float(r["wall_time_s"]), float(r["frames"])) for r in csv.DictReader(open(path))]
     window = [r for r in rows if t0 <= r[0] <= t1]
@@ -70,7 +72,7 @@ def progress_fps(path, t0, t1):
     return (window[-1][1] - window[0][1]) / max(window[-1][0] - window[0][0], 1e-9)
 
 
-def evaluated(path):
+def evaluated(path: str) -> bool:
     """Whether progress.csv holds a game: the evaluator has played one, so every role has started."""
     try:
         with open(path) as f:
@@ -79,7 +81,7 @@ def evaluated(path):
         return False
 
 
-def main():
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                 allow_abbrev=False)
     p.add_argument("--seconds", type=float, default=600)

@@ -33,6 +33,7 @@ import signal
 import statistics
 import subprocess
 import sys
+from typing import Sequence
 
 from core.cli import OneLineParser
 from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
@@ -49,14 +50,15 @@ OWN_FLAGS = {"seed": ("--seed", "use --seed0"), "run_dir": ("--run-dir", "use --
              "resume": ("--resume", "a sweep starts its runs afresh")}
 
 
-def count(text):
+def count(text: str) -> int:
+    """A positive whole number, also written as a float (``3e6``): --frames and --budgets."""
     value = float(text)  # so that 3e6 is accepted
     if not (value.is_integer() and value > 0):
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
     return int(value)
 
 
-def build_parser():
+def build_parser() -> OneLineParser:
     p = OneLineParser(prog=PROG, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                       description="Seed sweep of a3g: N runs of one main.py command, then a table of time to score "
                                   "and return at frame budgets (median and worst) and a figure of every run.",
@@ -75,7 +77,8 @@ def build_parser():
     return p
 
 
-def parse(argv):
+def parse(argv: list[str]) -> tuple[OneLineParser, argparse.Namespace]:
+    """sweep.py's flags (before ``--``) checked, and main.py's (after it) in ``args.main_flags``."""
     cut = argv.index("--") if "--" in argv else len(argv)
     p = build_parser()
     args, unknown = p.parse_known_args(argv[:cut])
@@ -102,14 +105,15 @@ def parse(argv):
     return p, args
 
 
-def run_dirs(out):
+def run_dirs(out: str) -> list[str]:
     """OUT/run<i> folders, in the order of i."""
     found = [(int(m.group(1)), name) for name in (os.listdir(out) if os.path.isdir(out) else [])
              if (m := re.fullmatch(r"run(\d+)", name)) and os.path.isdir(os.path.join(out, name))]
     return [os.path.join(out, name) for _, name in sorted(found)]
 
 
-def load_json(path):
+def load_json(path: str) -> dict:
+    """A JSON object from ``path``; {} when it is missing, unreadable or not an object (a crashed run's)."""
     try:
         with open(path) as f:
             data = json.load(f)
@@ -118,7 +122,7 @@ def load_json(path):
     return data if isinstance(data, dict) else {}
 
 
-def load_run(run_dir, known):
+def load_run(run_dir: str, known: dict) -> dict:
     """A run from what it wrote (a crashed one may lack summary.json or games) and what the sweep knows of it."""
     args, summary = load_json(os.path.join(run_dir, "args.json")), load_json(os.path.join(run_dir, "summary.json"))
     try:
@@ -135,7 +139,7 @@ def load_run(run_dir, known):
             "finished": code == 0 if code is not None else summary.get("stop_reason") in FINISHED, "curve": curve}
 
 
-def min_entropy(run_dir, frames=ENTROPY_FRAMES):
+def min_entropy(run_dir: str, frames: int = ENTROPY_FRAMES) -> float | None:
     """The lowest policy entropy (worker 0's, TensorBoard ``losses/entropy``) logged up to ``frames``: a policy that
     collapsed early shows as ~0. None without TensorBoard events."""
     if not any(name.startswith("events.out.tfevents") for name in os.listdir(run_dir)):
@@ -149,7 +153,7 @@ def min_entropy(run_dir, frames=ENTROPY_FRAMES):
     return min(values) if values else None
 
 
-def time_to_score(run, score):
+def time_to_score(run: dict, score: float) -> tuple[float, int] | tuple[None, None]:
     """(seconds, frames) of the first game whose mean over a full window reaches score: main.py's 'solved'."""
     curve = run["curve"]
     for k, mean in enumerate(curve["mean_return"] if run["finished"] and curve else []):
@@ -158,12 +162,13 @@ def time_to_score(run, score):
     return None, None
 
 
-def return_at(curve, budget):
+def return_at(curve: dict[str, list[float]] | None, budget: int) -> float | None:
+    """The running mean of the last evaluator game at or before ``budget`` frames (None: no game by then)."""
     means = [m for f, m in zip(curve["frames"], curve["mean_return"]) if f <= budget] if curve else []
     return means[-1] if means else None
 
 
-def default_budgets(runs):
+def default_budgets(runs: list[dict]) -> list[int]:
     """4 evenly spaced up to the shortest run, rounded down (so that every run got that far) to 2 digits."""
     ends = [run["frames"] for run in runs if run["frames"]]
     budgets = set()
@@ -173,7 +178,7 @@ def default_budgets(runs):
     return sorted(budgets - {0})
 
 
-def median_and_worst(values, time=False):
+def median_and_worst(values: Sequence[float | None], time: bool = False) -> tuple[float | None, float | None]:
     """A time not reached (None) is infinitely slow; a missing return is left out."""
     values = [math.inf if v is None else v for v in values] if time else [v for v in values if v is not None]
     if not values:
@@ -182,11 +187,12 @@ def median_and_worst(values, time=False):
     return tuple(None if v == math.inf else v for v in pair)
 
 
-def cell(value, fmt="{:.1f}", missing="-"):
+def cell(value: object, fmt: str = "{:.1f}", missing: str = "-") -> str:
+    """A table cell: ``value`` formatted, or ``missing`` for None."""
     return missing if value is None else fmt.format(value)
 
 
-def report(out, meta, score, budgets):
+def report(out: str, meta: dict, score: float | None, budgets: list[int] | None) -> str:
     """Measure every run in OUT; write sweep.md, sweep.json and sweep.png; return the markdown."""
     dirs = run_dirs(out)
     runs = [load_run(d, meta["runs"].get(os.path.basename(d), {})) for d in dirs]
@@ -238,7 +244,8 @@ def report(out, meta, score, budgets):
     return text
 
 
-def draw(path, runs, score, title):
+def draw(path: str, runs: list[dict], score: float | None, title: str) -> None:
+    """sweep.png: each run's running mean against wall-clock minutes and against frames."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -267,7 +274,8 @@ def draw(path, runs, score, title):
     plt.close(fig)
 
 
-def machine():
+def machine() -> str:
+    """The machine in one line (OS, CPU, cores, GPUs, Python, torch), for the report."""
     import torch
 
     from core.hardware import usable_cores
@@ -282,7 +290,8 @@ def machine():
             f"{gpus}; Python {platform.python_version()}, torch {torch.__version__}")
 
 
-def sweep(p, args, argv):
+def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
+    """Run the sweep's runs one after another, reporting after each; returns the exit code."""
     signals, running = [], [None]
 
     def on_signal(signum, frame):
@@ -348,7 +357,7 @@ def sweep(p, args, argv):
     return EXIT_OK if all(r["exit_code"] == 0 for r in meta["runs"].values()) else EXIT_CRASH
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p, args = parse(argv)
     if args.report is None:
