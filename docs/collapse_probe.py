@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from core.cli import OneLineParser
 
 META = {"model": "nature", "obs_shape": [4, 84, 84], "num_actions": 6, "hidden_size": 0}
 
@@ -77,8 +78,8 @@ def worker(rank, seed, updates, lr, torch_step, shared, optimizer, queue):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                allow_abbrev=False)
+    p = OneLineParser(prog="python docs/collapse_probe.py", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4])
     p.add_argument("--updates", type=int, default=30, help="updates per worker")
     p.add_argument("--lr", type=float, default=3e-4)

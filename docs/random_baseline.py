@@ -13,12 +13,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from core.cli import OneLineParser  # noqa: E402
 from envs.environment import EnvSettings, is_retro, make_env  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                allow_abbrev=False)
+    p = OneLineParser(prog="python docs/random_baseline.py", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Airstriker-Genesis-v0")
     p.add_argument("--games", type=int, default=30)
     p.add_argument("--skip-rate", type=int, default=4)

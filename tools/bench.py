@@ -48,6 +48,7 @@ from runtime.run_state import RunState
 from runtime.supervisor import Supervisor
 from shared_optim import optimizer_for
 from train import a3g_roles
+from core.cli import OneLineParser
 
 # the ``:replay`` token's --replay-parameters: configuration B of the replay comparison (docs/replay_comparison.sh)
 REPLAY = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]'
@@ -189,8 +190,8 @@ def cpu_name() -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                allow_abbrev=False)
+    p = OneLineParser(prog="python -m tools.bench", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")

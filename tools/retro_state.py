@@ -15,7 +15,6 @@ picture is, and exits 1: adjust ``MENU_PRESSES`` (the frames to wait are the lik
 by hand with any SNES emulator's stable-retro-compatible tools and pass it with ``--state FILE``.
 """
 
-import argparse
 import gzip
 import os
 import sys
@@ -26,6 +25,7 @@ import numpy as np
 
 from core.errors import BadInput
 from envs import retro_env
+from core.cli import OneLineParser
 
 PROG = "python -m tools.retro_state"  # how the command is run, for its messages
 
@@ -72,7 +72,7 @@ def race_start_problems(info: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    p = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--game", default=GAME, choices=[GAME], help="the game (a3g has one such recipe)")
     p.add_argument("--out", default=None, help="state file (default: the integration's MarioCircuit1.state)")
     args = p.parse_args(argv)

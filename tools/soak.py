@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from core.cli import OneLineParser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository, where main.py is
 
@@ -82,8 +83,8 @@ def evaluated(path: str) -> bool:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                allow_abbrev=False)
+    p = OneLineParser(prog="python -m tools.soak", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=600)
     p.add_argument("--workers", type=int, default=2 * len(os.sched_getaffinity(0)))
     p.add_argument("--env", default="PongNoFrameskip-v4")

@@ -2,7 +2,6 @@
 cannot drift: every flag of main.py is in the README, each table's default is the parser's, the family defaults
 table is what ``resolve_defaults`` picks, and ``--help`` prints each default once."""
 
-import argparse
 import os
 import re
 
