@@ -59,10 +59,10 @@ case $check in
     # GPU without and with replay (half of each batch replayed: on a CPU, where the learner is the bottleneck, that
     # halves the fresh frames/s; on a GPU the question is how much of A's frames/s B keeps) and with the inference
     # server
-    python3 bench.py --configs a3clstm:1 a3clstm:8:batched nature:8:batched nature:32:batched nature:8:impala \
+    python3 -m tools.bench --configs a3clstm:1 a3clstm:8:batched nature:8:batched nature:32:batched nature:8:impala \
       nature:8:impala:replay nature:8:impala:server --seconds 20 --warmup 10 --emulator-seconds 5 --json "$OUT/bench_gpu.json" 2>&1 |
       tee "$OUT/bench_gpu.log" | grep -v "^bench: started"
-    python3 bench.py --configs nature:8:batched --gpu-ids -1 --seconds 20 --warmup 10 --emulator-seconds 5 \
+    python3 -m tools.bench --configs nature:8:batched --gpu-ids -1 --seconds 20 --warmup 10 --emulator-seconds 5 \
       --json "$OUT/bench_cpu.json" 2>&1 | tee "$OUT/bench_cpu.log" | tail -4;;
   pong)
     need_cuda; local_wheels

@@ -262,8 +262,16 @@ def parse_args(argv):
                 setattr(args, key, value)
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
+        if "env_config" not in explicit and is_former_crop_file(args.env_config):
+            args.env_config = ATARI_CONFIG  # the same crops, where this version keeps them
     check_algo_flags(args.algo, explicit)
     return args, resumed, explicit
+
+
+def is_former_crop_file(path):
+    """A run saved before the crops moved to envs/atari.json names the repository's ``config.json``, which is gone."""
+    root = os.path.dirname(os.path.dirname(ATARI_CONFIG))
+    return os.path.abspath(path) == os.path.join(root, "config.json") and not os.path.exists(path)
 
 
 def carried(key, saved_algo, algo):

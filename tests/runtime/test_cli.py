@@ -7,7 +7,8 @@ import subprocess
 import pytest
 import torch
 
-from conftest import assert_bad_input, command, out_dirs, read_json, run_main
+from conftest import ROOT, assert_bad_input, command, out_dirs, read_json, run_main
+from envs.environment import ATARI_CONFIG
 
 
 @pytest.mark.parametrize("flags,words", [
@@ -207,6 +208,24 @@ def test_a_resumed_runs_flags_are_not_judged_as_given(cartpole_run, tmp_path):
     args = config.validate(["--resume", str(tmp_path / "rmsprop.pt"), "--alpha", "0.9", "--run-dir",
                             str(tmp_path / "r")])[0]
     assert (args.optimizer, args.alpha) == ("RMSprop", 0.9)
+
+
+def test_a_run_saved_before_the_crops_moved_resumes_with_them(cartpole_run, tmp_path):
+    """Runs saved when the crops were the repository's config.json name a file that is gone: they get
+    envs/atari.json (the same crops); another file the user named is theirs, and stays."""
+    from runtime import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"]["env_config"] = os.path.join(ROOT, "config.json")
+    torch.save(data, tmp_path / "older.pt")
+    args = config.validate(["--resume", str(tmp_path / "older.pt"), "--run-dir", str(tmp_path / "r")])[0]
+    assert args.env_config == ATARI_CONFIG
+    own = tmp_path / "crops.json"
+    own.write_text(open(ATARI_CONFIG).read())
+    data["args"]["env_config"] = str(own)
+    torch.save(data, tmp_path / "own.pt")
+    args = config.validate(["--resume", str(tmp_path / "own.pt"), "--run-dir", str(tmp_path / "r2")])[0]
+    assert args.env_config == str(own)
 
 
 @pytest.mark.parametrize("tool, flags, prefix", [
