@@ -35,6 +35,15 @@ def normalized_columns_(weight: torch.Tensor, std: float) -> None:
         weight.mul_(std / weight.pow(2).sum(dim=1, keepdim=True).sqrt())
 
 
+def init_heads(actor_linear: nn.Linear, critic_linear: nn.Linear) -> None:
+    """rl_a3c_pytorch's start for the heads: small policy logits (std 0.01: a near-uniform first policy), a value
+    head of std 1, zero biases."""
+    normalized_columns_(actor_linear.weight, 0.01)
+    normalized_columns_(critic_linear.weight, 1.0)
+    actor_linear.bias.data.zero_()
+    critic_linear.bias.data.zero_()
+
+
 class RecurrentActorCritic(nn.Module):
     """The LSTM core and the two heads, shared by every network; subclasses define ``features(obs)``."""
 
@@ -48,10 +57,7 @@ class RecurrentActorCritic(nn.Module):
     def _init_core(self):
         self.lstm.bias_ih.data.zero_()
         self.lstm.bias_hh.data.zero_()
-        normalized_columns_(self.actor_linear.weight, 0.01)
-        normalized_columns_(self.critic_linear.weight, 1.0)
-        self.actor_linear.bias.data.zero_()
-        self.critic_linear.bias.data.zero_()
+        init_heads(self.actor_linear, self.critic_linear)
 
     def initial_state(self, batch_size: int = 1,
                       device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,10 +144,7 @@ class FeedForwardActorCritic(nn.Module):
         super().__init__()
         self.critic_linear = nn.Linear(feature_size, 1)
         self.actor_linear = nn.Linear(feature_size, num_actions)
-        normalized_columns_(self.actor_linear.weight, 0.01)
-        normalized_columns_(self.critic_linear.weight, 1.0)
-        self.actor_linear.bias.data.zero_()
-        self.critic_linear.bias.data.zero_()
+        init_heads(self.actor_linear, self.critic_linear)
 
     def initial_state(self, batch_size: int = 1,
                       device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
