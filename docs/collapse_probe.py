@@ -29,7 +29,6 @@ def worker(rank, seed, updates, lr, torch_step, shared, optimizer, queue):
     from envs.environment import EnvSettings, env_conf_for, load_env_config
     from envs.rollout_envs import RolloutEnvs
     from model import build_model, fast_layout
-    from shared_optim import push_gradients
     from train import a3c_loss
 
     torch.set_num_threads(1)
@@ -72,7 +71,9 @@ def worker(rank, seed, updates, lr, torch_step, shared, optimizer, queue):
         loss.backward()
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in local_params])
         before = [p.detach().clone() for p in shared_params]
-        push_gradients(shared_params, local_params, optimizer)
+        for shared_param, local_param in zip(shared_params, local_params):  # hogwild: no lock
+            shared_param.grad.copy_(local_param.grad)
+        optimizer.step()
         jump = max((p.detach() - b).abs().max().item() for p, b in zip(shared_params, before)) / lr
         queue.put((entropy.item() / T, value_loss.item() / T, grad_norm.item(), jump))
 

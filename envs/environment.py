@@ -1,14 +1,14 @@
 """Environments: ``make_env(env_id, ...)`` for any gymnasium id, with rl_a3c_pytorch's Atari preprocessing.
 
-Three families of ids:
+Three families of ids (``family``: atari, retro, classic), Atari's in two kinds:
 - ``*NoFrameskip-v4`` (and other Atari ids whose emulator does not skip): the emulator steps one frame at a time and
   we add the classic pipeline: 0-30 no-op starts, action repeat of ``skip_rate`` frames with a max over the last two
   (flicker removal), life loss as episode end (training only), FIRE at reset where the game needs it, a per-game
-  crop to 80x80 gray in [0, 1], and a running normalisation of the frame.
+  crop to gray frames in [0, 1] (``frames.py``, shared with retro games), and a running normalisation of the frame.
 - ``ALE/*-v5`` (and any Atari id whose emulator already skips frames): the same pipeline *without* our action repeat,
   since the emulator repeats the action itself (``--skip-rate`` sets that emulator frame-skip instead).
 - stable-retro games (``Airstriker-Genesis-v0``, ``SuperMarioKart-Snes-v0``): ``retro_env.py`` owns them (discrete
-  button sets, action repeat, gray crop, game rules); they share this file's normalisation and frame stacking.
+  button sets, action repeat, game rules); they share Atari's frame pipeline (``frames.py``).
 - Everything else (classic control such as ``CartPole-v1``): observations as they come, cast to float32.
 
 Frames are counted as emulator frames: ``frames_per_step(...)`` agent steps to frames for each family.
