@@ -16,10 +16,13 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts: every process runs one thread (see runtime/processes.py)
 
+import argparse
 import json
 import math
 import signal
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -29,6 +32,7 @@ from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_SIGIN
 from core.files import atomic_write_text
 from core.hardware import cpu_has_native_bf16
 from core.logs import Stopwatch, format_time
+from envs.environment import EnvSettings
 from impala.replay import check_run_memory
 from impala.shm import impala_roles
 from model import build_model, fast_layout, flatten_parameters
@@ -49,8 +53,12 @@ from runtime.supervisor import (
 from shared_optim import hyperparameters, optimizer_for
 from train import a3g_roles
 
+if TYPE_CHECKING:  # for the annotations only: Ray is an optional extra, imported when a run asks for it
+    from impala.ray_backend import Cluster
 
-def main(argv=None):
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """main.py's command: check the input, start (or join) a Ray cluster if asked, run; returns the exit code."""
     try:
         args, settings, meta, resumed, loaded = validate(sys.argv[1:] if argv is None else argv)
         if args.algo == "impala":  # the replays' size needs the observation's shape, known only now
@@ -82,7 +90,8 @@ def main(argv=None):
             cluster.stop()
 
 
-def run(args, settings, meta, resumed, loaded, cluster):
+def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: dict | None, loaded: dict | None,
+        cluster: "Cluster | None") -> int:
     """The run itself, once the input is known good: shared state, run directory, roles, supervision, final save
     and summary; returns the exit code."""
     torch.manual_seed(args.seed)
@@ -222,11 +231,12 @@ def run(args, settings, meta, resumed, loaded, cluster):
     return code
 
 
-def finite_or_none(x):
+def finite_or_none(x: float) -> float | None:
+    """``x``, or None for an infinity or NaN (summary.json holds no such numbers)."""
     return x if math.isfinite(x) else None
 
 
-def branch_note(args):
+def branch_note(args: argparse.Namespace) -> str:
     """The start-up line's word on a resume into another folder than the one resumed from."""
     source = resumed_run_dir(args.resume)
     if os.path.abspath(source) == os.path.abspath(args.run_dir):
@@ -234,7 +244,7 @@ def branch_note(args):
     return f" of {source}, which is left as it was"
 
 
-def results_line(summary, window):
+def results_line(summary: dict, window: int) -> str:
     """The last line's scores, in words: the best game, and the best mean of ``window`` games once there were as
     many."""
     if summary["best_return"] is None:

@@ -13,6 +13,7 @@ zero where an episode ended. An episode cut by a time limit (``--max-episode-len
 terminal: its return bootstraps from the value of the observation it was cut at (``play_rollout``).
 """
 
+import argparse
 import collections
 import os
 from typing import Callable
@@ -33,14 +34,15 @@ from shared_optim import Update, optimizer_for
 from test import test
 
 
-def worker_num_steps(args, rank):
+def worker_num_steps(args: argparse.Namespace, rank: int) -> int:
     """Rollout length of worker ``rank``: ``--num-steps``, or its entry of ``--distributed-step-size``."""
     if args.distributed_step_size:
         return args.distributed_step_size[rank % len(args.distributed_step_size)]
     return args.num_steps
 
 
-def time_limit_bootstrap(model, envs, state, gamma, device):
+def time_limit_bootstrap(model: torch.nn.Module, envs: RolloutEnvs, state: tuple[torch.Tensor, torch.Tensor],
+                         gamma: float, device: torch.device) -> torch.Tensor:
     """``[B]``: ``gamma * V(cut observation)`` for the envs a time limit cut at this step, 0 for the others: added to
     their last reward, it makes the return go on from where the cut left the agent instead of ending there (a cut
     is not a terminal state). ``state``: the recurrent state after this step."""
@@ -56,7 +58,9 @@ def time_limit_bootstrap(model, envs, state, gamma, device):
 Rollout = collections.namedtuple("Rollout", "log_probs entropies values rewards discounts bootstrap_value games")
 
 
-def play_rollout(model, envs, observations, recurrent_state, gamma, device, batched=False):
+def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.Tensor,
+                 recurrent_state: tuple[torch.Tensor, torch.Tensor], gamma: float, device: torch.device,
+                 batched: bool = False) -> tuple[Rollout, tuple[torch.Tensor, torch.Tensor]]:
     """Play ``T = len(observations) - 1`` steps in every env of ``envs``, sampling actions from ``model``.
 
     ``observations`` is the ``[T + 1, B, ...]`` host buffer: row 0 holds the current observations on entry, and
@@ -115,7 +119,9 @@ def play_rollout(model, envs, observations, recurrent_state, gamma, device, batc
     return rollout, (hx, cx)
 
 
-def a3c_loss(log_probs, entropies, values, rewards, discounts, bootstrap_value, args):
+def a3c_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Tensor, rewards: torch.Tensor,
+             discounts: torch.Tensor, bootstrap_value: torch.Tensor,
+             args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The A3C loss of a ``[T, B]`` rollout: summed over time, averaged over environments (so that the learning
     rate means the same for any ``--envs-per-worker``)."""
     returns = nstep_returns(rewards, discounts, bootstrap_value)

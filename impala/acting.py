@@ -1,17 +1,21 @@
 """IMPALA's acting, the same for both backends: ``Acting`` plays one unroll of an actor's environments into plain
 buffers with the policy it is given (its own copy of the weights, ``local_policy``, or the inference server)."""
 
+import argparse
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from envs.environment import EnvSettings
 from envs.rollout_envs import RolloutEnvs
-from impala.inference import LocalPolicy
+from impala.boundary import WeightSource
+from impala.inference import InferenceClient, LocalPolicy
 from model import build_model, fast_layout
 from runtime.defaults import final_slots
 
 
-def unroll_frames(args):
+def unroll_frames(args: argparse.Namespace) -> float:
     """Emulator frames in one actor's unroll: every env's ``--unroll-length`` steps, each ``frames_per_step``."""
     return args.num_steps * args.envs_per_worker * args.frames_per_step
 
@@ -22,7 +26,8 @@ class Acting:
     ``T = --unroll-length`` steps in each of its ``--envs-per-worker`` environments and returns the unroll; how it
     travels to the learner (a slot of the shared ``UnrollStore``, or a Ray object) is the backend's business."""
 
-    def __init__(self, args, settings, meta, policy, rank, feature_size, bf16):
+    def __init__(self, args: argparse.Namespace, settings: EnvSettings, meta: dict,
+                 policy: LocalPolicy | InferenceClient, rank: int, feature_size: int, bf16: bool) -> None:
         batch, T = args.envs_per_worker, args.num_steps
         self.envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch,
                                 clip_rewards=args.reward_clipping == "abs_one")
@@ -41,7 +46,7 @@ class Acting:
         self.features = torch.zeros((T, batch, feature_size))  # F = 0 unless a replay ranks by them
         self.frames = unroll_frames(args)
 
-    def unroll(self):
+    def unroll(self) -> tuple[dict[str, torch.Tensor], int, int]:
         """One unroll of every environment, time-major: ``{"obs": [T + 1, B, ...], "actions", "rewards", "dones",
         "truncated", "values": [T, B], "final_obs": [K, B, ...], "logits": [T, B, A], "features": [T, B, F], "hx",
         "cx": [B, H]}`` (the state before ``obs[0]``), then the weights' version that acted and the games finished.
@@ -80,7 +85,7 @@ class Acting:
                   "values": self.values, "features": self.features, "hx": h0, "cx": c0}
         return unroll, policy.unroll_version, games
 
-    def keep_final_obs(self, truncated, final_obs):
+    def keep_final_obs(self, truncated: np.ndarray, final_obs: np.ndarray) -> None:
         """The observations a time limit cut episodes at, each in its environment's next free row of
         ``final_obs``."""
         cut = np.flatnonzero(truncated)
@@ -93,7 +98,7 @@ class Acting:
         self.cuts[cut] += 1
 
 
-def local_policy(args, meta, weights):
+def local_policy(args: argparse.Namespace, meta: dict, weights: WeightSource) -> LocalPolicy:
     """``--inference local``: the actor's own CPU copy of the weights, refreshed from ``weights`` (the shared
     model here, the latest Ray object with the Ray backend)."""
     return LocalPolicy(fast_layout(build_model(meta), meta, args.channels_last).eval(), weights)

@@ -19,13 +19,18 @@ a server killed mid-batch is replaced (the supervisor) and the new one answers t
 killed while waiting leaves a row its replacement resets.
 """
 
+import argparse
 import time
+from collections.abc import Sequence
+from multiprocessing.context import BaseContext
 
 import torch
 
 from core.hardware import device_for
+from impala.boundary import WeightSource
 from model import build_model, fast_layout
 from runtime.processes import parent_alive, setup_child_process
+from runtime.run_state import RunState, StopFlag
 
 IDLE, ASKED, ANSWERED = 0, 1, 2
 POLL = 0.1  # seconds a wait sleeps before it checks the status, the stop flag and the parent by itself
@@ -38,7 +43,8 @@ class InferenceStopped(Exception):
 class InferenceServer:
     """Shared-memory request and answer rows, one per actor (``[actors, envs, ...]``), and the semaphores."""
 
-    def __init__(self, ctx, actors, envs, obs_shape, num_actions, hidden_size, feature_size=0):
+    def __init__(self, ctx: BaseContext, actors: int, envs: int, obs_shape: Sequence[int], num_actions: int,
+                 hidden_size: int, feature_size: int = 0) -> None:
         self.obs = torch.zeros((actors, envs, *obs_shape))
         self.hx_in = torch.zeros((actors, envs, hidden_size))
         self.cx_in = torch.zeros((actors, envs, hidden_size))
@@ -63,17 +69,19 @@ class InferenceClient:
     computes them), with ``n`` up to its envs. ``unroll_version`` is the oldest weights' version that answered
     since ``begin_unroll``."""
 
-    def __init__(self, server, rank, stop, parent_pid):
+    def __init__(self, server: InferenceServer, rank: int, stop: StopFlag, parent_pid: int) -> None:
         self.server, self.rank, self.stop, self.parent_pid = server, rank, stop, parent_pid
         server.status[rank] = IDLE  # a predecessor killed while waiting may have left its row ASKED or ANSWERED
         while server.answered[rank].acquire(block=False):
             pass
         self.unroll_version = None
 
-    def begin_unroll(self):
+    def begin_unroll(self) -> None:
+        """Start an unroll: ``unroll_version`` is the oldest version of the answers from here on."""
         self.unroll_version = None
 
-    def __call__(self, obs, state, with_features=False):
+    def __call__(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor],
+                 with_features: bool = False) -> tuple:
         s, r, n = self.server, self.rank, obs.shape[0]
         s.obs[r, :n] = obs
         s.hx_in[r, :n], s.cx_in[r, :n] = state
@@ -97,24 +105,27 @@ class LocalPolicy:
     """What an actor acts with under ``--inference local``: its own CPU copy of the weights, refreshed at the start
     of an unroll when a newer version is published. The same interface as ``InferenceClient``."""
 
-    def __init__(self, model, weights):
+    def __init__(self, model: torch.nn.Module, weights: WeightSource) -> None:
         self.model, self.weights = model, weights
         self.replica = weights.replica(model)
         self.unroll_version = weights.fetch(self.replica)
 
-    def begin_unroll(self):
+    def begin_unroll(self) -> None:
+        """Refresh the weights if a newer version was published."""
         if self.weights.version != self.unroll_version:
             self.unroll_version = self.weights.fetch(self.replica)
 
-    def __call__(self, obs, state, with_features=False):
+    def __call__(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor],
+                 with_features: bool = False) -> tuple:
         return self.model(obs, state, with_features=with_features)
 
 
-def waiting_rows(server):
+def waiting_rows(server: InferenceServer) -> list[int]:
+    """The rows whose actor has asked and not been answered yet."""
     return (server.status == ASKED).nonzero().squeeze(1).tolist()
 
 
-def gather(server, max_batch, max_wait):
+def gather(server: InferenceServer, max_batch: int, max_wait: float) -> list[int]:
     """The rows to answer now: those ASKED, plus any that ask within ``max_wait`` seconds of the first while the
     batch has room. Empty when nothing asked within ``POLL``."""
     if not server.asked.acquire(timeout=POLL):
@@ -131,7 +142,8 @@ def gather(server, max_batch, max_wait):
     return rows
 
 
-def answer(server, model, rows, version, device):
+def answer(server: InferenceServer, model: torch.nn.Module, rows: list[int], version: int,
+           device: torch.device) -> int:
     """One forward pass over the rows' observations; each row's answer written back and its actor woken. Returns
     the number of observations answered."""
     counts = server.count[rows].tolist()
@@ -157,7 +169,8 @@ def answer(server, model, rows, version, device):
     return start
 
 
-def inference(args, meta, server, weights, state, parent_pid):
+def inference(args: argparse.Namespace, meta: dict, server: InferenceServer, weights: WeightSource, state: RunState,
+              parent_pid: int) -> None:
     """The inference role: answer the actors' requests in batches with the latest published weights."""
     setup_child_process(args.seed + args.workers + 2, parent_pid)
     device = device_for(args.gpu_ids, 0)

@@ -7,15 +7,18 @@ Losses, as in the paper: policy gradient with the clipped pg-rhos' advantages, b
 time and averaged over the batch, as A3G's loss, so that a learning rate means the same in both.
 """
 
+import argparse
 import time
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from core.hardware import device_for
-from core.returns import trust_region_mask, vtrace_from_logits
-from impala.boundary import UnrollSource
-from impala.replay import ReplayBuffer, concat, distance
+from core.returns import VTraceFromLogitsReturns, trust_region_mask, vtrace_from_logits
+from envs.environment import EnvSettings
+from impala.boundary import UnrollSource, WeightPublisher
+from impala.replay import ReplayBuffer, Score, concat, distance
 from impala.unrolls import column
 from model import Replica, build_model, fast_layout, feature_size
 from runtime.defaults import final_slots
@@ -25,7 +28,8 @@ from runtime.run_state import RunState
 from shared_optim import Update
 
 
-def learner_forward(model, batch, device, bf16=False):
+def learner_forward(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device | str,
+                    bf16: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The learner's policy and values over a batch of unrolls: ``[T + 1, n, A]`` logits and ``[T + 1, n]`` values,
     from the state each unroll started in, reset where an episode ended (``model.unroll``: the convolutional part
     sees all ``(T + 1) x n`` observations in one batch), and ``[T, n]``, its values of the observations a time
@@ -40,7 +44,8 @@ def learner_forward(model, batch, device, bf16=False):
 
 
 @torch.no_grad()
-def cut_values(model, batch, states, device):
+def cut_values(model: torch.nn.Module, batch: dict[str, torch.Tensor], states: tuple[torch.Tensor, torch.Tensor],
+               device: torch.device | str) -> torch.Tensor:
     """``[T, n]``: where a time limit cut an episode (``batch["truncated"]``), the learner's value of the
     observation it cut at, from the state after that step (where the episode would have gone on: ``states``, from
     ``model.unroll(..., with_states=True)``); 0 elsewhere. No gradient: it is a bootstrap target, as V-trace's
@@ -56,7 +61,8 @@ def cut_values(model, batch, states, device):
     return cut
 
 
-def vtrace_targets(batch, logits, values, cut, gamma, mask=None):
+def vtrace_targets(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor, cut: torch.Tensor,
+                   gamma: float, mask: torch.Tensor | None = None) -> VTraceFromLogitsReturns:
     """V-trace over a batch (``returns.vtrace_from_logits``), with ``cut`` (``learner_forward``'s) where a time
     limit ended an episode. Such a step ends its episode in the unroll (discount 0: the next observation begins
     another one) but not in truth, so its reward gets ``gamma * V(observation it cut at)``: its TD error, target
@@ -68,7 +74,9 @@ def vtrace_targets(batch, logits, values, cut, gamma, mask=None):
                               values[:-1].detach(), values[-1].detach(), mask=mask)
 
 
-def impala_loss(batch, logits, values, cut, args, mask=None):
+def impala_loss(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor, cut: torch.Tensor,
+                args: argparse.Namespace,
+                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """V-trace actor-critic loss of a batch (``learner_forward``'s logits, values and cut values); returns (loss,
     policy loss, baseline loss, entropy). ``mask`` (``[T, n]``, ``--kl-mask``) drops steps outside the trust
     region from the policy gradient and the value targets (a masked step's target is its own value: no baseline
@@ -82,7 +90,8 @@ def impala_loss(batch, logits, values, cut, args, mask=None):
     return loss, policy_loss, baseline_loss, entropy
 
 
-def cloning_losses(batch, logits, values, first_replayed):
+def cloning_losses(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor,
+                   first_replayed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """CLEAR's behavioural cloning (Rolnick et al. 2019, "Experience Replay for Continual Learning", Section 3) on
     the replayed unrolls, the batch's columns from ``first_replayed`` on: policy cloning, per step
     ``KL(mu || pi) = sum_a mu(a) log(mu(a) / pi(a))`` from the stored behaviour logits to the learner's, and value
@@ -97,7 +106,8 @@ def cloning_losses(batch, logits, values, first_replayed):
     return policy, value
 
 
-def current_view(model, part, device, dist_function):
+def current_view(model: torch.nn.Module, part: dict[str, torch.Tensor], device: torch.device | str,
+                 dist_function: str) -> tuple[torch.Tensor, torch.Tensor]:
     """What the current network makes of stored unrolls, ``[k, T, X]``: its logits for ``kl_div``, else the
     features its heads read; and the same for the state each unroll ends in, ``[k, X]`` (attentive sampling)."""
     state = (part["hx"].to(device), part["cx"].to(device))
@@ -107,7 +117,8 @@ def current_view(model, part, device, dist_function):
     return seen[:-1].transpose(0, 1), seen[-1]
 
 
-def replay_scores(replay, model, device, fresh):
+def replay_scores(replay: ReplayBuffer, model: torch.nn.Module, device: torch.device | str,
+                  fresh: dict[str, torch.Tensor]) -> tuple[Score | None, Score | None]:
     """The scoring functions (slots -> distances, smaller = closer) a replay's strategies rank by, or None:
     ``elite`` compares what the current network makes of a stored unroll with what the acting network made of it
     (its logits or features, stored at acting time); ``attentive`` compares it with where the agent is now, the
@@ -135,7 +146,7 @@ def replay_scores(replay, model, device, fresh):
     return sample, elite
 
 
-def run_progress(args, state):
+def run_progress(args: argparse.Namespace, state: RunState) -> float:
     """How far the run is, in [0, 1], by --max-frames or --max-seconds (0 without either): lambda's annealing.
     Both are the run's, from the shared run state (as the supervisor counts them), so that a replaced learner
     goes on annealing where its predecessor was."""
@@ -147,7 +158,9 @@ def run_progress(args, state):
     return min(done, 1.0)
 
 
-def build_batch(fresh, replays, generator, progress, model, device):
+def build_batch(fresh: dict[str, torch.Tensor], replays: Sequence[ReplayBuffer], generator: torch.Generator,
+                progress: float, model: torch.nn.Module,
+                device: torch.device | str) -> tuple[dict[str, torch.Tensor], list[Score | None]]:
     """The learner's batch: the ``fresh`` unrolls, then each ready replay's ``count`` samples. Returns (batch, the
     replays' insertion scores)."""
     parts, insert_scores = [fresh], []
@@ -166,7 +179,9 @@ class LearnerStep:
     ``weights.publish()``. Where the fresh unrolls come from (the slots, or Ray objects) and how a published
     version reaches the actors is the backend's business."""
 
-    def __init__(self, args, meta, shared_model, optimizer, weights, state, replays=()):
+    def __init__(self, args: argparse.Namespace, meta: dict, shared_model: torch.nn.Module,
+                 optimizer: torch.optim.Optimizer, weights: WeightPublisher, state: RunState,
+                 replays: Sequence[ReplayBuffer] = ()) -> None:
         self.args, self.weights, self.state, self.replays = args, weights, state, replays
         self.device = device_for(args.gpu_ids, 0)
         if self.device.type == "cuda":
@@ -179,12 +194,12 @@ class LearnerStep:
         self.steps = 0
 
     @property
-    def need(self):
+    def need(self) -> int:
         """Fresh unrolls the next batch takes: the queue's share, plus the share of each replay that does not
         hold enough yet."""
         return self.queue_count + sum(replay.count for replay in self.replays if not replay.ready())
 
-    def __call__(self, fresh, lag):
+    def __call__(self, fresh: dict[str, torch.Tensor], lag: torch.Tensor) -> None:
         """One update from ``fresh`` (``need`` unrolls) whose behaviour policies are ``lag`` (``[need]``) versions
         behind."""
         args, state, device = self.args, self.state, self.device
@@ -230,14 +245,14 @@ def learner_loop(step: LearnerStep, source: UnrollSource, state: RunState, paren
         source.after(taken is not None)
 
 
-def unroll_features(args, meta):
+def unroll_features(args: argparse.Namespace, meta: dict) -> int:
     """F, the size of the features the actors store beside the logits: what the heads read where a replay ranks
     unrolls by them (elite or attentive sampling by ln_norm/cos_dist), else 0."""
     specs = replay_specs(args.replay_parameters, args.batch_size)
     return feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
 
 
-def replays_for(args, settings, meta):
+def replays_for(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> list[ReplayBuffer]:
     """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
     them as its predecessor left them."""
     specs, features = replay_specs(args.replay_parameters, args.batch_size), unroll_features(args, meta)

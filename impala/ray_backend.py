@@ -39,7 +39,8 @@ import socket
 import sys
 import tempfile
 import threading
-from typing import Callable
+from collections.abc import Iterator
+from typing import Callable, Self
 
 import numpy as np
 import ray
@@ -47,6 +48,7 @@ import torch
 from ray._private import ray_constants  # Ray is pinned (requirements-ray.txt): see Cluster.local
 
 from core.logs import file_logger
+from envs.environment import EnvSettings
 from impala.acting import Acting, local_policy, unroll_frames
 from impala.learner import LearnerStep, learner_loop, replays_for, unroll_features
 from impala.replay import ReplayBuffer
@@ -82,11 +84,11 @@ class Cluster:
     (stopped by ``stop``); ``Cluster.join(address)`` joins the user's (``stop`` leaves it running). The run's
     process stays connected as a Ray driver until ``stop``; the learner joins as a second one (``connect``)."""
 
-    def __init__(self, address, started):
+    def __init__(self, address: str, started: bool) -> None:
         self.address, self.started = address, started
 
     @classmethod
-    def local(cls, workers):
+    def local(cls, workers: int) -> Self:
         """A cluster of this machine alone, with a CPU per actor (Ray's CPUs are a count of actors here, not the
         cores: the shared-memory backend runs ``--workers`` actors whatever the cores too). Ray's processes are
         started with SIGINT blocked, which they inherit: a Ctrl-C in the terminal reaches every process of its
@@ -106,7 +108,7 @@ class Cluster:
         return cls(context.address_info["gcs_address"], started=True)
 
     @classmethod
-    def join(cls, address):
+    def join(cls, address: str) -> Self:
         """Join the cluster at ``HOST:PORT``. Raises ValueError (bad input, exit 2) within about 25 seconds when
         nothing answers there, or something that is not a Ray cluster: ``ray.init`` alone retries for minutes."""
         os.environ.update(QUIET)
@@ -142,7 +144,7 @@ class Cluster:
                                  if not line.startswith("SIGTERM handler is not set")))
         return cls(address, started=False)
 
-    def describe(self, workers):
+    def describe(self, workers: int) -> str:
         """The start-up line's part about the cluster, with a warning where it has fewer CPUs than actors (one
         each: the others would wait for room, and so would the learner for their unrolls)."""
         resources = ray.cluster_resources()
@@ -152,13 +154,13 @@ class Cluster:
         short = f" (fewer than the {workers} actors' one each: the rest wait for room)" if cpus < workers else ""
         return f"{how} at {self.address}: {nodes} node(s), {cpus:g} CPU(s){short}, {resources.get('GPU', 0):g} GPU(s)"
 
-    def stop(self):
+    def stop(self) -> None:
         """Disconnect; a cluster this run started is shut down with it (every Ray process it started)."""
         ray.shutdown()
 
 
 @contextlib.contextmanager
-def stderr_held(said):
+def stderr_held(said: list[str]) -> Iterator[None]:
     """File descriptor 2 (where Ray's C++ core and its Python logs both write) goes into a temporary file during
     the block; what was written is appended to ``said`` at its end."""
     sys.stderr.flush()
@@ -175,7 +177,7 @@ def stderr_held(said):
             said.append(held.read().decode(errors="replace"))
 
 
-def start_cluster(args):
+def start_cluster(args: argparse.Namespace) -> Cluster:
     """The run's cluster: the user's at ``--ray-address``, else a local one. A Ctrl-C meanwhile (held back while
     Ray's processes start, then raised) shuts down whatever had started before it goes on."""
     try:
@@ -185,12 +187,12 @@ def start_cluster(args):
         raise
 
 
-def first_line(exc):
+def first_line(exc: BaseException) -> str:
     """An exception in one line: its message's first, or its type's name."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def connect(address):
+def connect(address: str) -> None:
     """The learner's connection: a second driver of the run's cluster (it owns the actors: they end with it)."""
     ray.init(address=address, configure_logging=False, log_to_driver=True)
 
@@ -200,12 +202,12 @@ class PublishedWeights:
     parameter buffer (main.py lays the shared model out as one, ``model.flatten_parameters``), beside the number
     that ``LearnerStep`` and the actors compare."""
 
-    def __init__(self, shared_model):
+    def __init__(self, shared_model: torch.nn.Module) -> None:
         self.flat = flat_buffer(list(shared_model.parameters()))
         self.version = 0
         self.ref = ray.put(self.flat.numpy())
 
-    def publish(self):
+    def publish(self) -> None:
         self.version += 1
         self.ref = ray.put(self.flat.numpy())  # the previous object is freed once no actor's call holds it
 
@@ -215,16 +217,17 @@ class ReceivedWeights:
     its weights (``version``, ``replica``, ``fetch``); the object itself is fetched only when the version changed.
     References travel inside a list so that Ray hands them over as references, not as the fetched objects."""
 
-    def __init__(self, version, box):
+    def __init__(self, version: int, box: list[ray.ObjectRef]) -> None:
         self.offer(version, box)
 
-    def offer(self, version, box):
+    def offer(self, version: int, box: list[ray.ObjectRef]) -> None:
+        """The version and reference of the latest call (``box``: a one-element list around the reference)."""
         self.version, self.ref = version, box[0]
 
-    def replica(self, model):
+    def replica(self, model: torch.nn.Module) -> torch.Tensor:
         return flatten_parameters(model)  # the same layout as the shared model's flat buffer
 
-    def fetch(self, flat):
+    def fetch(self, flat: torch.Tensor) -> int:
         flat.numpy()[:] = ray.get(self.ref)  # from the node's object store (read-only, zero-copy) into the model
         return self.version
 
@@ -232,7 +235,8 @@ class ReceivedWeights:
 class Actor:
     """One IMPALA actor as a Ray actor: ``impala.Acting`` with its own copy of the weights; one unroll per call."""
 
-    def __init__(self, rank, args, settings, meta, feature_size, version, box):
+    def __init__(self, rank: int, args: argparse.Namespace, settings: EnvSettings, meta: dict, feature_size: int,
+                 version: int, box: list[ray.ObjectRef]) -> None:
         torch.set_num_threads(1)  # one core's worth of work per actor, as the shared-memory actors (utils.py)
         torch.manual_seed(args.seed + rank)
         self.weights = ReceivedWeights(version, box)
@@ -240,7 +244,8 @@ class Actor:
                              args.bf16)
         self.where = (ray.get_runtime_context().get_node_id(), socket.gethostname(), os.getpid())
 
-    def unroll(self, version, box):
+    def unroll(self, version: int,
+               box: list[ray.ObjectRef]) -> tuple[dict[str, np.ndarray], int, int, tuple[str, str, int]]:
         """One unroll with the weights of ``version`` (or newer): numpy arrays (``Acting.unroll``'s layout), the
         version that acted, the games finished, and where this actor runs."""
         self.weights.offer(version, box)
@@ -254,7 +259,8 @@ class ActorFleet:
     one with the latest weights; an actor that died (its process, its node) or failed is replaced by a new one of
     the same rank."""
 
-    def __init__(self, args, settings, meta, feature_size, weights, state, log):
+    def __init__(self, args: argparse.Namespace, settings: EnvSettings, meta: dict, feature_size: int,
+                 weights: PublishedWeights, state: RunState, log: Callable[[str], object]) -> None:
         # one CPU each, spread over the nodes (their environments are the CPU work); no restarts by Ray: a new
         # actor of the same rank is this class's to make, with the latest weights
         remote = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(Actor)
@@ -268,13 +274,13 @@ class ActorFleet:
         self.placed = set()  # ranks whose actor's node is logged
         self.call_idle()
 
-    def call_idle(self):
+    def call_idle(self) -> None:
         """A new call, with the latest weights, for every call an actor has free."""
         while self.idle:
             rank = self.idle.popleft()
             self.calls[self.actors[rank].unroll.remote(self.weights.version, [self.weights.ref])] = rank
 
-    def collect(self, timeout):
+    def collect(self, timeout: float) -> list[tuple[int, dict[str, np.ndarray], int, int]]:
         """The unrolls that arrive within ``timeout`` seconds (all that are there, once one is): ``(rank, arrays,
         version, games)`` each."""
         waiting = list(self.calls)
@@ -298,7 +304,7 @@ class ActorFleet:
             arrived.append((rank, arrays, version, games))
         return arrived
 
-    def replace(self, rank, exc):
+    def replace(self, rank: int, exc: BaseException) -> None:
         """A new actor for ``rank``; its predecessor's other calls are forgotten. Raises ActorsFailing after more
         than ``--max-restarts`` deaths within a minute."""
         reason = first_line(exc)
@@ -313,7 +319,8 @@ class ActorFleet:
         self.state.actor_restarts.value += 1
         self.log(f"actor {rank} failed ({type(exc).__name__}: {reason}); replaced by a new actor")
 
-    def stop(self):
+    def stop(self) -> None:
+        """Kill every actor."""
         for handle in self.actors.values():
             ray.kill(handle)
 
@@ -323,17 +330,17 @@ class UnrollQueue:
     full, the oldest is dropped (counted), so that a slow learner trains on recent unrolls and holds a bounded
     part of the object store. ``take`` stacks unrolls time-major, as ``UnrollSlots.read`` does for the slots."""
 
-    def __init__(self, capacity):
+    def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.items = collections.deque()  # (an actor's arrays, the environment's column in them, version)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.items)
 
-    def full(self):
+    def full(self) -> bool:
         return len(self.items) >= self.capacity
 
-    def put(self, arrays, version):
+    def put(self, arrays: dict[str, np.ndarray], version: int) -> int:
         """Queue each environment's unroll of an actor's ``arrays``; returns how many old ones were dropped."""
         dropped = 0
         for column in range(arrays["actions"].shape[1]):
@@ -343,14 +350,14 @@ class UnrollQueue:
             self.items.append((arrays, column, version))
         return dropped
 
-    def drop_older_than(self, version):
+    def drop_older_than(self, version: int) -> int:
         """``--max-policy-lag``: drop the unrolls acted by a version before ``version``; returns how many."""
         kept = collections.deque(item for item in self.items if item[2] >= version)
         dropped = len(self.items) - len(kept)
         self.items = kept
         return dropped
 
-    def take(self, count):
+    def take(self, count: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The ``count`` oldest unrolls as one batch (``[T + 1, n, ...]`` observations, ``[T, n, ...]`` the rest,
         ``[n, H]`` states; features only where a replay ranks by them), and their versions ``[n]``."""
         items = [self.items.popleft() for _ in range(count)]
@@ -369,7 +376,7 @@ class FleetSource:
     """The learner's ``UnrollSource`` with Ray: the actors' finished calls go into ``queue`` (too old unrolls
     dropped and counted); after each round, idle actors get a new call with the newest weights."""
 
-    def __init__(self, args: argparse.Namespace, state: RunState, fleet: ActorFleet, queue: UnrollQueue):
+    def __init__(self, args: argparse.Namespace, state: RunState, fleet: ActorFleet, queue: UnrollQueue) -> None:
         self.args, self.state, self.fleet, self.queue = args, state, fleet, queue
         self.frames_per_unroll = unroll_frames(args)
 

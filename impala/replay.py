@@ -30,25 +30,31 @@ and the observations a time limit cut its episodes at, so a replayed cut bootstr
 value, as a fresh one does (``impala.cut_values``).
 """
 
+import argparse
 import os
+from collections.abc import Sequence
+from typing import Callable
 
 import torch
 
+from envs.environment import EnvSettings
 from impala.unrolls import UnrollSlots
 from model import feature_size
 from runtime.defaults import final_slots
 from runtime.replay_spec import _bad, candidate_count, needs_features, replay_specs
 
+Score = Callable[[torch.Tensor], torch.Tensor]  # a replay's ranking: slots -> distances (smaller = closer)
+
 # ---------------------------------------------------------------------------------------------------------------
 # Distances between unrolls' features: [n, T, F] against [n, T, F] (or [T, F], broadcast), one number per unroll
 
 
-def ln_norm(a, b, p=2):
+def ln_norm(a: torch.Tensor, b: torch.Tensor, p: float = 2) -> torch.Tensor:
     """``(sum |a - b|^p)^(1/p)`` over each unroll's steps and features."""
     return (a - b).abs().pow(p).flatten(1).sum(1).pow(1.0 / p)
 
 
-def cos_dist(a, b, eps=1e-8):
+def cos_dist(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """``1 - cos(a, b)`` of each unroll's features, flattened: 0 for the same direction, 2 for opposite ones."""
     a, b = torch.broadcast_tensors(a, b)
     a, b = a.flatten(1), b.flatten(1)
@@ -56,14 +62,14 @@ def cos_dist(a, b, eps=1e-8):
     return 1.0 - similarity
 
 
-def kl_div(target_logits, behavior_logits):
+def kl_div(target_logits: torch.Tensor, behavior_logits: torch.Tensor) -> torch.Tensor:
     """``sum_t KL(pi_t || mu_t)`` of each unroll, from logits ``[n, T, A]`` (log-softmax: constants drop out)."""
     log_pi = torch.log_softmax(target_logits, dim=-1)
     log_mu = torch.log_softmax(behavior_logits, dim=-1)
     return (log_pi.exp() * (log_pi - log_mu)).sum(-1).flatten(1).sum(1)
 
 
-def distance(name, current, stored, p=2):
+def distance(name: str, current: torch.Tensor, stored: torch.Tensor, p: float = 2) -> torch.Tensor:
     """``dist_function`` ``name`` between the current network's features (or logits, for ``kl_div``) and the stored
     ones; smaller = closer."""
     if name == "ln_norm":
@@ -77,7 +83,7 @@ def distance(name, current, stored, p=2):
 # Picking among candidates
 
 
-def elite_picks(strategy, distances, counts, n):
+def elite_picks(strategy: str, distances: torch.Tensor, counts: torch.Tensor, n: int) -> torch.Tensor:
     """Positions of ``n`` picks among candidates with ``distances`` and sample ``counts`` (both ``[k]``, k >= n),
     as elite_buffer_vtrace's README defines the strategies (ties go to the lower position):
 
@@ -103,7 +109,7 @@ def elite_picks(strategy, distances, counts, n):
     raise ValueError(f"unknown elite_sampling_strategy {strategy!r}")
 
 
-def annealed_lambda(lambda0, alfa, progress):
+def annealed_lambda(lambda0: float, alfa: float, progress: float) -> float:
     """Candidates per pick, ``lambda0 - (lambda0 - 1) x progress / alfa`` and at least 1, with ``progress`` the
     run's fraction done in [0, 1]: with ``alfa`` 1 it reaches 1 at the run's end, with ``alfa`` 2 it falls half as
     fast (elite_buffer_vtrace's ``alfa_annealing_factor`` divides the slope the same way)."""
@@ -114,14 +120,15 @@ def annealed_lambda(lambda0, alfa, progress):
 # Memory
 
 
-def slot_bytes(unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots=1):
+def slot_bytes(unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int, feature_size: int,
+               final_slots: int = 1) -> int:
     """Bytes one stored unroll takes: one slot of the unroll layout (measured on a one-slot ``UnrollSlots``, so that
     a new field counts), and the replay's ``sample_count`` and ``inserted``."""
     one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots)
     return sum(t.numel() * t.element_size() for t in vars(one).values() if torch.is_tensor(t)) + 2 * 8
 
 
-def available_memory():
+def available_memory() -> int | None:
     """Bytes this machine can still give shared tensors: the smaller of MemAvailable and /dev/shm's free space
     (where torch puts shared memory on Linux); None where neither can be read."""
     found = []
@@ -140,7 +147,7 @@ def available_memory():
     return min(found) if found else None
 
 
-def check_run_memory(args, settings, meta):
+def check_run_memory(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> None:
     """Refuse, before anything is allocated, a run whose replays would not fit in memory (they need the
     observation's shape, so this runs once the environment is known)."""
     check_replay_memory(replay_specs(args.replay_parameters, args.batch_size), args.num_steps, meta["obs_shape"],
@@ -148,7 +155,8 @@ def check_run_memory(args, settings, meta):
                         final_slots(settings, args.num_steps))
 
 
-def check_replay_memory(specs, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots=1):
+def check_replay_memory(specs: list[dict], unroll_length: int, obs_shape: Sequence[int], num_actions: int,
+                        hidden_size: int, feature_size: int, final_slots: int = 1) -> None:
     """ValueError when the replays would not fit in memory (estimated from the observation shape and unroll
     length; ``final_slots``: ``unrolls.final_slots``), before anything is allocated."""
     needed = sum(spec["capacity"] * slot_bytes(unroll_length, obs_shape, num_actions, hidden_size,
@@ -173,7 +181,8 @@ class ReplayBuffer(UnrollSlots):
     written, -1 when none). The learner alone writes; a learner killed in the middle of a write leaves ``writing``
     set, and that slot is never sampled until the next learner has written it again (first)."""
 
-    def __init__(self, spec, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots=1):
+    def __init__(self, spec: dict, unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int,
+                 feature_size: int, final_slots: int = 1) -> None:
         C = spec["capacity"]
         super().__init__(C, unroll_length, obs_shape, num_actions, hidden_size,
                          feature_size if needs_features(spec) else 0, final_slots)
@@ -186,26 +195,26 @@ class ReplayBuffer(UnrollSlots):
         self.share_memory()
 
     @property
-    def capacity(self):
+    def capacity(self) -> int:
         return self.spec["capacity"]
 
     @property
-    def count(self):
+    def count(self) -> int:
         return self.spec["count"]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return int(self.size[0])
 
-    def whole(self):
+    def whole(self) -> torch.Tensor:
         """The slots that hold a whole unroll: the filled ones, less one a dead learner left half-written."""
         filled = torch.arange(len(self))
         return filled[filled != self.writing[0]] if self.writing[0] >= 0 else filled
 
-    def ready(self):
+    def ready(self) -> bool:
         """Whether it can give its share of a batch (``count`` distinct unrolls)."""
         return len(self.whole()) >= self.count
 
-    def insert_slot(self, generator, score=None):
+    def insert_slot(self, generator: torch.Generator, score: Score | None = None) -> int:
         """Where the next unroll goes: a slot a dead learner left half-written, else the next free slot, then the
         oldest (FIFO), or with elite insertion the one of ``elite_batch_size`` random slots that ``score`` (slots
         -> distances) finds most drifted. Changes nothing: ``put`` does."""
@@ -218,7 +227,7 @@ class ReplayBuffer(UnrollSlots):
             return int(candidates[torch.argmax(score(candidates))])
         return int(self.cursor[0])
 
-    def put(self, slot, unroll, step):
+    def put(self, slot: int, unroll: dict[str, torch.Tensor], step: int) -> None:
         """Store one unroll (one column of a time-major batch, ``unrolls.column``) into ``slot`` (``insert_slot``'s),
         inserted at learner step ``step`` and not sampled yet; the slot counts as filled once it is whole."""
         self.writing[0] = slot
@@ -231,7 +240,7 @@ class ReplayBuffer(UnrollSlots):
             self.cursor[0] = (slot + 1) % self.capacity
         self.writing[0] = -1
 
-    def candidates(self, generator, progress):
+    def candidates(self, generator: torch.Generator, progress: float) -> torch.Tensor:
         """``lambda x count`` distinct random whole slots (all of them at most; never fewer than ``count``)."""
         lam = annealed_lambda(self.spec.get("lambda_batch_multiplier", 1), self.spec.get("alfa_annealing_factor", 1),
                               progress)
@@ -239,7 +248,7 @@ class ReplayBuffer(UnrollSlots):
         k = min(len(whole), candidate_count(lam, self.count))
         return whole[torch.randperm(len(whole), generator=generator)[:k]]
 
-    def sample(self, generator, progress=0.0, score=None):
+    def sample(self, generator: torch.Generator, progress: float = 0.0, score: Score | None = None) -> torch.Tensor:
         """``count`` distinct slots: uniform, or ranked by ``score`` (slots -> distances) with the replay's
         ``sample_strategy``; their sample counts go up by one."""
         candidates = self.candidates(generator, progress)
@@ -251,12 +260,12 @@ class ReplayBuffer(UnrollSlots):
         self.sample_count[picks] += 1
         return picks
 
-    def take(self, slots):
+    def take(self, slots: torch.Tensor | list[int]) -> dict[str, torch.Tensor]:
         """The unrolls in ``slots``, time-major as ``UnrollStore.take`` gives them (they stay stored)."""
         return self.read(slots)
 
 
-def concat(batches):
+def concat(batches: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """Time-major batches side by side: ``[T, n1 + n2 + ..., ...]`` (``hx``/``cx`` ``[n, H]``); keys all share."""
     keys = set.intersection(*(set(b) for b in batches))
     return {key: torch.cat([b[key] for b in batches], dim=0 if key in ("hx", "cx") else 1) for key in keys}

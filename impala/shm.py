@@ -35,6 +35,8 @@ time and averaged over the batch, as A3G's loss, so that a learning rate means t
 
 import os
 import time
+from collections.abc import Sequence
+from multiprocessing.context import BaseContext
 from typing import Callable
 
 import torch
@@ -65,8 +67,8 @@ class UnrollStore(UnrollSlots):
     network's heads read, for elite sampling; F = 0 otherwise). Slots ``[rank * per_actor, (rank + 1) *
     per_actor)`` belong to actor ``rank``."""
 
-    def __init__(self, slots, per_actor, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0,
-                 final_slots=1):
+    def __init__(self, slots: int, per_actor: int, unroll_length: int, obs_shape: Sequence[int], num_actions: int,
+                 hidden_size: int, feature_size: int = 0, final_slots: int = 1) -> None:
         super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots)
         self.per_actor = per_actor
         self.version = torch.zeros(slots, dtype=torch.int64)
@@ -74,16 +76,17 @@ class UnrollStore(UnrollSlots):
         self.status = torch.zeros(slots, dtype=torch.int8)
         self.share_memory()
 
-    def own(self, rank):
+    def own(self, rank: int) -> range:
+        """The slots of actor ``rank``."""
         return range(rank * self.per_actor, (rank + 1) * self.per_actor)
 
-    def recover(self, rank):
+    def recover(self, rank: int) -> None:
         """A new actor of ``rank`` frees what its predecessor was writing when it died."""
         for slot in self.own(rank):
             if self.status[slot] == WRITING:
                 self.status[slot] = FREE
 
-    def claim(self, rank, count):
+    def claim(self, rank: int, count: int) -> list[int] | None:
         """``count`` free slots of actor ``rank``, now WRITING; None when fewer are free."""
         free = [slot for slot in self.own(rank) if self.status[slot] == FREE][:count]
         if len(free) < count:
@@ -91,52 +94,53 @@ class UnrollStore(UnrollSlots):
         self.status[free] = WRITING
         return free
 
-    def write(self, slots, unroll):
+    def write(self, slots: list[int], unroll: dict[str, torch.Tensor]) -> None:
         """Copy an actor's unroll (``Acting.unroll``: env ``j`` into ``slots[j]``) into its claimed slots."""
         for j, slot in enumerate(slots):
             self.store(slot, column(unroll, j))
 
-    def commit(self, slots, version):
+    def commit(self, slots: list[int], version: int) -> None:
+        """Mark the written ``slots`` FULL, acted by weights ``version``, stamped now."""
         self.version[slots] = version
         self.stamp[slots] = time.monotonic()
         self.status[slots] = FULL  # last: the learner reads a slot only once it is FULL
 
-    def full(self):
+    def full(self) -> torch.Tensor:
         """The FULL slots, oldest first."""
         slots = (self.status == FULL).nonzero().squeeze(1)
         return slots[self.stamp[slots].argsort()]
 
-    def take(self, slots):
+    def take(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
         """Copy the unrolls in ``slots`` out, time-major (``[T + 1, n, ...]`` observations, ``[T, n, ...]`` the
         rest, ``[n, H]`` states), and free the slots."""
         batch = self.read(slots)
         self.release(slots)
         return batch
 
-    def release(self, slots):
+    def release(self, slots: torch.Tensor | list[int]) -> None:
         self.status[slots] = FREE
 
 
 class SharedWeights:
     """The weights actors act with: the shared model, and a version number that the learner alone writes."""
 
-    def __init__(self, ctx, shared_model):
+    def __init__(self, ctx: BaseContext, shared_model: torch.nn.Module) -> None:
         self.model = shared_model
         self._version = ctx.RawValue("q", 0)
 
     @property
-    def version(self):
+    def version(self) -> int:
         return self._version.value
 
-    def publish(self):
+    def publish(self) -> None:
         """The learner has stepped the shared model: announce the new version."""
         self._version.value += 1
 
-    def replica(self, model):
+    def replica(self, model: torch.nn.Module) -> Replica:
         """``model`` as a replica of the shared weights, for ``fetch`` (``model.Replica``: one flat copy)."""
         return Replica(self.model, model, train=False)
 
-    def fetch(self, replica):
+    def fetch(self, replica: Replica) -> int:
         """Copy the latest weights into ``replica``; returns their version (read first: a copy torn by a
         concurrent step is counted as the older version)."""
         version = self._version.value
@@ -178,7 +182,7 @@ class StoreSource:
     """The learner's ``UnrollSource`` here: the oldest full slots of the store; those more than
     ``--max-policy-lag`` versions behind are freed unused and counted in ``state.dropped``."""
 
-    def __init__(self, store: UnrollStore, max_policy_lag: int | None, state: RunState):
+    def __init__(self, store: UnrollStore, max_policy_lag: int | None, state: RunState) -> None:
         self.store, self.max_policy_lag, self.state = store, max_policy_lag, state
 
     def take(self, need: int, version: int) -> tuple[dict[str, torch.Tensor], torch.Tensor] | None:
@@ -208,7 +212,7 @@ def learner(run: RunContext, store: UnrollStore, weights: SharedWeights, parent_
     learner_loop(step, StoreSource(store, args.max_policy_lag, run.state), run.state, parent_pid)
 
 
-def impala_roles(ctx, run: RunContext) -> dict[str, tuple[Callable, tuple]]:
+def impala_roles(ctx: BaseContext, run: RunContext) -> dict[str, tuple[Callable, tuple]]:
     """IMPALA's roles for the supervisor: ``actor <rank>`` x ``--workers``, the learner, the evaluator and, with
     ``--inference server``, the inference role."""
     args, settings, meta, state = run.args, run.settings, run.meta, run.state

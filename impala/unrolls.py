@@ -11,11 +11,16 @@ Why the cut observation is stored rather than its value: a cut is not a terminal
 A3G worker's is), also when the unroll is replayed thousands of updates later; an actor's value at acting time
 would be a stale constant baked into the reward. ``obs[t + 1]`` cannot hold it: there the next episode begins."""
 
+from collections.abc import Sequence
+
 import torch
 
 
 class UnrollSlots:
-    def __init__(self, slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size=0, final_slots=1):
+    """``slots`` unrolls of ``unroll_length`` steps in the layout above, allocated once (``share_memory`` to share)."""
+
+    def __init__(self, slots: int, unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int,
+                 feature_size: int = 0, final_slots: int = 1) -> None:
         T = unroll_length
         self.obs = torch.zeros((slots, T + 1, *obs_shape))
         self.actions = torch.zeros((slots, T), dtype=torch.int64)
@@ -29,13 +34,13 @@ class UnrollSlots:
         self.cx = torch.zeros((slots, hidden_size))
         self.features = torch.zeros((slots, T, feature_size))
 
-    def share_memory(self):
+    def share_memory(self) -> None:
         """Every tensor attribute (the subclass's own too) into shared memory."""
         for tensor in vars(self).values():
             if torch.is_tensor(tensor):
                 tensor.share_memory_()
 
-    def store(self, slot, unroll):
+    def store(self, slot: int, unroll: dict[str, torch.Tensor]) -> None:
         """Store one unroll (``unroll``: one column of a time-major batch, see ``column``) into ``slot``."""
         self.obs[slot], self.actions[slot] = unroll["obs"], unroll["actions"]
         self.rewards[slot], self.dones[slot] = unroll["rewards"], unroll["dones"]
@@ -45,7 +50,7 @@ class UnrollSlots:
         if self.features.shape[-1]:
             self.features[slot] = unroll["features"]
 
-    def read(self, slots):
+    def read(self, slots: torch.Tensor | list[int]) -> dict[str, torch.Tensor]:
         """The unrolls in ``slots``, time-major: ``[T + 1, n, ...]`` observations, ``[K, n, ...]`` final ones,
         ``[T, n, ...]`` the rest, ``[n, H]`` states (copies: indexing with a list of slots copies)."""
         batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
@@ -58,7 +63,7 @@ class UnrollSlots:
         return batch
 
 
-def column(batch, j):
+def column(batch: dict[str, torch.Tensor], j: int) -> dict[str, torch.Tensor]:
     """Unroll ``j`` of a time-major batch, in the slots' per-unroll layout."""
     unroll = {key: value[:, j] for key, value in batch.items() if key not in ("hx", "cx")}
     unroll["hx"], unroll["cx"] = batch["hx"][j], batch["cx"][j]

@@ -10,6 +10,7 @@
 
 import os
 import zipfile
+from typing import Callable
 
 import torch
 
@@ -20,7 +21,8 @@ from model import same_network
 FORMAT_VERSION = 1  # of checkpoint.pt and trained_models/<env>.pt; bump when their layout changes
 
 
-def model_file(env, meta, state_dict, episode_return, frames, run=None):
+def model_file(env: dict, meta: dict, state_dict: dict[str, torch.Tensor], episode_return: float, frames: float,
+               run: str | os.PathLike | None = None) -> dict:
     """The contents of a model file (a run's ``best_model.pt``, ``trained_models/<env>.pt``): weights plus what
     rebuilds the network and its preprocessing, no optimizer state. ``return`` is the score of the evaluator game
     these weights played (NaN for weights exported from a checkpoint), ``run`` the run directory that wrote the
@@ -37,7 +39,7 @@ def model_file(env, meta, state_dict, episode_return, frames, run=None):
     }
 
 
-def load_checkpoint(path, kind=None):
+def load_checkpoint(path: str | os.PathLike, kind: str | None = None) -> dict:
     """Load a checkpoint or model file safely (``weights_only=True``: plain tensors and numbers, no code runs).
 
     Raises BadInput with a one-line reason for a missing, corrupt, foreign or too-new file.
@@ -71,7 +73,7 @@ def load_checkpoint(path, kind=None):
     return data
 
 
-def check_compatible(data, path, env_id, meta):
+def check_compatible(data: dict, path: str, env_id: str, meta: dict) -> None:
     """The checkpoint must be of the same environment and the same network (name, sizes) as this run."""
     saved_env = (data.get("env") or {}).get("env_id")
     if saved_env != env_id:
@@ -80,12 +82,12 @@ def check_compatible(data, path, env_id, meta):
         raise BadInput(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")
 
 
-def resumed_file(path):
+def resumed_file(path: str) -> str:
     """The checkpoint file ``--resume PATH`` names: PATH itself, or ``PATH/checkpoint.pt`` for a run directory."""
     return os.path.join(path, "checkpoint.pt") if os.path.isdir(path) else path
 
 
-def frames_on_disk(checkpoint_path, resume_path, resumed):
+def frames_on_disk(checkpoint_path: str, resume_path: str | None, resumed: dict | None) -> int | None:
     """The frame count of the ``checkpoint.pt`` this run will replace first (it is archived under that count):
     the resumed state's when the run resumed from that very file, else read from the file; None when none."""
     if not os.path.exists(checkpoint_path):
@@ -108,13 +110,15 @@ class CheckpointWriter:
     directory: a resume from an earlier state writes into a branch directory of its own (``run_dir.py``).
     """
 
-    def __init__(self, path, keep, log, last_frames=None, protect=None):
+    def __init__(self, path: str, keep: int, log: Callable[[str], object], last_frames: int | None = None,
+                 protect: str | None = None) -> None:
         self.path, self.keep, self.log = path, keep, log
         self.folder = os.path.dirname(os.path.abspath(path))
         self.last_frames = last_frames  # of the checkpoint.pt on disk (a resumed run's), archived at the next save
         self.protect = os.path.abspath(protect) if protect else None
 
-    def archived(self):
+    def archived(self) -> list[str]:
+        """The archived checkpoints in the folder (``checkpoint-<frames>.pt``), fewest frames first."""
         found = []
         for name in os.listdir(self.folder):
             stem, ext = os.path.splitext(name)
@@ -122,7 +126,7 @@ class CheckpointWriter:
                 found.append((int(stem[len("checkpoint-"):]), os.path.join(self.folder, name)))
         return [path for _, path in sorted(found)]
 
-    def save(self, payload):
+    def save(self, payload: dict) -> bool:
         archive = None
         if self.keep > 1 and self.last_frames is not None and os.path.exists(self.path):
             archive = os.path.join(self.folder, f"checkpoint-{self.last_frames}.pt")

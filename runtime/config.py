@@ -9,6 +9,7 @@ against the network. Bad input raises one of ``BAD_INPUT_ERRORS``: one line for 
 import argparse
 import math
 import os
+from collections.abc import Collection, Sequence
 
 import torch
 
@@ -60,7 +61,7 @@ READ_ONLY_WITH = {
 }
 
 
-def cpu_share(text):
+def cpu_share(text: str) -> str | float:
     """--evaluator-cpu: 'auto' or a fraction of one core in (0, 1]."""
     if text == "auto":
         return text
@@ -73,11 +74,12 @@ def cpu_share(text):
     return value
 
 
-def default_gpu_ids():
+def default_gpu_ids() -> list[int]:
+    """--gpu-ids' default: every visible GPU, else [-1] (the CPU)."""
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else [-1]
 
 
-def build_parser(suppress_defaults=False):
+def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     """main.py's flags, in groups by concern (``--help`` reads in sections). rl_a3c_pytorch's flags keep their names,
     short forms and meaning; TorchBeast's names are aliases where the meaning is ours."""
     p = OneLineParser(prog="main.py", description="A3G: asynchronous advantage actor-critic on CPU and GPU.",
@@ -245,7 +247,9 @@ def build_parser(suppress_defaults=False):
     return p
 
 
-def parse_args(argv):
+def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, dict]:
+    """Parse ``argv``, merge a ``--resume``d run's saved flags under those given now; returns (args, the resumed
+    checkpoint or None, the flags given explicitly)."""
     args = build_parser().parse_args(argv)
     explicit = vars(build_parser(suppress_defaults=True).parse_args(argv))
     resumed = None
@@ -268,13 +272,13 @@ def parse_args(argv):
     return args, resumed, explicit
 
 
-def is_former_crop_file(path):
+def is_former_crop_file(path: str) -> bool:
     """A run saved before the crops moved to envs/atari.json names the repository's ``config.json``, which is gone."""
     root = os.path.dirname(os.path.dirname(ATARI_CONFIG))
     return os.path.abspath(path) == os.path.join(root, "config.json") and not os.path.exists(path)
 
 
-def carried(key, saved_algo, algo):
+def carried(key: str, saved_algo: str, algo: str) -> bool:
     """Whether a resumed run's saved flag carries over. One algorithm's own flag (ALGO_FLAGS) does only where both
     runs are of that algorithm: a run of the other algorithm never chose it (older runs saved placeholders there),
     so its default or ``auto`` stands, and ``auto`` is picked afresh for this run."""
@@ -282,7 +286,7 @@ def carried(key, saved_algo, algo):
     return not owners or (saved_algo == algo and algo in owners)
 
 
-def check_algo_flags(algo, given):
+def check_algo_flags(algo: str, given: Collection[str]) -> None:
     """A flag that only the other algorithm reads, given now, is refused: it would be recorded in args.json and
     change nothing."""
     for other, flags in ALGO_FLAGS.items():
@@ -292,7 +296,7 @@ def check_algo_flags(algo, given):
                              f"run is --algo {algo}")
 
 
-def check_flags_read(args, given):
+def check_flags_read(args: argparse.Namespace, given: Collection[str]) -> None:
     """A flag given now that nothing reads with this run's settings (the resumed run's included) is refused: it would
     be recorded in args.json and change nothing. What a resumed run saved is not judged: it was not given now."""
     for flag, (setting, wanted) in READ_ONLY_WITH.items():
@@ -303,7 +307,7 @@ def check_flags_read(args, given):
         check_keys_read(args.replay_parameters)
 
 
-def check_impala_optimizer(args, given):
+def check_impala_optimizer(args: argparse.Namespace, given: Collection[str]) -> None:
     """IMPALA's learner is the only one stepping, with the shared optimizer, whose statistics checkpoint.pt keeps; a
     private one's would be lost at every save and whenever the learner is replaced. Refused given now or saved by a
     resumed run (an A3G run with one optimizer per worker, resumed as IMPALA)."""
@@ -314,11 +318,12 @@ def check_impala_optimizer(args, given):
                          f"optimizer, whose statistics checkpoint.pt keeps ({fix})")
 
 
-def option(name):
+def option(name: str) -> str:
+    """A flag's name as typed: ``batch_size`` -> ``--batch-size``."""
     return "--" + name.replace("_", "-")
 
 
-def requirement(setting, wanted, value):
+def requirement(setting: str, wanted: object, value: object) -> str:
     """What READ_ONLY_WITH's ``(setting, wanted)`` asks for, in the user's terms."""
     if wanted is True:
         return option(setting)
@@ -327,7 +332,7 @@ def requirement(setting, wanted, value):
     return f"{option(setting)} {wanted} (this run's is {value})"
 
 
-def check_args(args):
+def check_args(args: argparse.Namespace) -> None:
     """Every check of user input, up front (after ``auto`` flags are resolved); raises ValueError with a one-line
     reason."""
     positive = {"--workers": args.workers, "--num-steps": args.num_steps, "--lr": args.lr,
@@ -405,7 +410,7 @@ def check_args(args):
                              f"(use --gpu-ids -1 for the CPU)")
 
 
-def check_backend(args):
+def check_backend(args: argparse.Namespace) -> None:
     """--backend ray: local inference, and Ray installed (an optional extra). (A3G given --backend at all was refused
     by check_algo_flags.)"""
     if args.backend == "shm":
@@ -422,7 +427,7 @@ def check_backend(args):
                          f"pip install -r requirements-ray.txt") from None
 
 
-def environment_setup(args):
+def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int | float]:
     """Resolve the environment: its settings, the network's metadata, frames per step. Raises on bad input."""
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
@@ -436,7 +441,7 @@ def environment_setup(args):
     return settings, meta, frames_per_step(args.env, args.skip_rate)
 
 
-def validate(argv):
+def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict, dict | None, dict | None]:
     """Every check of what the user typed or points to, before anything starts. Returns
     (args, settings, meta, resumed checkpoint or None, --load model or None); raises one of BAD_INPUT_ERRORS (or
     SystemExit(2) from the parser for malformed flags)."""

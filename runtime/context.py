@@ -25,5 +25,5 @@ class RunContext:
     shared_model: torch.nn.Module
     optimizer: torch.optim.Optimizer | None
     state: RunState
-    paths: dict[str, str]
+    paths: dict[str, str | None]
     start_seconds: float = 0.0

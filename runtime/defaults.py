@@ -24,9 +24,12 @@ an update for nature, 1.4x for a3clstm; not yet timed on a GPU), ``stepped`` for
 (a3clstm with one env 6% slower batched, mlplstm 12% slower: the second forward costs more than batching saves).
 """
 
+import argparse
+from typing import Callable
+
 import gymnasium as gym
 
-from envs.environment import is_registered
+from envs.environment import EnvSettings, is_registered
 from model import RECURRENT_MODELS
 from shared_optim import DEFAULT_EPS
 
@@ -37,7 +40,7 @@ HIDDEN = {"a3clstm": 512, "mlplstm": 64, "mlp": 64, "nature": 512, "resnet": 512
 ONE_ALGORITHMS_AUTO = ("inference", "batch_size", "train_forward")  # auto flags that only one --algo reads
 
 
-def auto_or(kind):
+def auto_or(kind: type) -> Callable[[str], object]:
     """An argparse ``type`` that accepts ``auto`` or a value of ``kind``."""
 
     def parse(text):
@@ -50,7 +53,8 @@ def auto_or(kind):
 FAMILY_NAMES = {"atari": "Atari", "retro": "retro games", "classic": "classic control"}
 
 
-def resolve_defaults(args, family, on_gpu, native_bf16):
+def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
+                     native_bf16: bool) -> tuple[str, list[tuple[str, object]]]:
     """Fill every ``auto`` flag of ``args`` in place for ``family`` (``atari``, ``retro`` or ``classic``, from
     ``environment.family``). Returns ``(description, [(flag, value), ...])`` of what was picked, the description
     naming the family and machine (empty list: every flag was given)."""
@@ -94,7 +98,7 @@ def resolve_defaults(args, family, on_gpu, native_bf16):
     return description, picked
 
 
-def slots_per_actor(args):
+def slots_per_actor(args: argparse.Namespace) -> int:
     """IMPALA's unroll slots per actor: ``--num-buffers`` split between the actors, and at least two unrolls of each
     of an actor's environments (one being filled while the other waits for the learner); without ``--num-buffers``,
     also enough that the actors can always fill a batch (``batch_capacity``)."""
@@ -105,7 +109,7 @@ def slots_per_actor(args):
     return max((args.num_buffers or 0) // args.workers, least)
 
 
-def batch_capacity(args):
+def batch_capacity(args: argparse.Namespace) -> int:
     """The largest batch the shared-memory slots can always fill. An actor claims one slot per environment at once
     (E of them), so while the learner waits for full slots each actor may be stuck with up to E - 1 free ones it
     cannot use: a batch larger than ``workers * (per_actor - E + 1)`` could wait for ever. (Ray's backend queues
@@ -115,7 +119,7 @@ def batch_capacity(args):
     return args.workers * (slots_per_actor(args) - args.envs_per_worker + 1)
 
 
-def describe(description, picked):
+def describe(description: str, picked: list[tuple[str, object]]) -> str:
     """The start-up line's part about defaults."""
     if not picked:
         return ""
@@ -124,7 +128,7 @@ def describe(description, picked):
     return f"defaults for {description}: {flags}"
 
 
-def final_slots(settings, unroll_length):
+def final_slots(settings: EnvSettings, unroll_length: int) -> int:
     """K, the most episodes a time limit can cut within one environment's unroll of ``T`` steps: each cut ends an
     episode of L steps, so ceil(T / L) for the shortest limit L (``--max-episode-length``, or the environment's
     own, e.g. CartPole-v1's 500; counted in agent steps as if each were ``--skip-rate`` of its steps, which can

@@ -10,6 +10,7 @@ Games are whole (no life-loss episodes) and scored with raw, unclipped rewards. 
 
 import collections
 import csv
+import logging
 import math
 import os
 import sys
@@ -31,7 +32,7 @@ from runtime.context import RunContext
 from runtime.processes import CpuPacer, evaluator_cpu_share, parent_alive, setup_child_process
 
 
-def evaluator_role(run: RunContext, target: Callable = None) -> tuple[Callable, tuple]:
+def evaluator_role(run: RunContext, target: Callable | None = None) -> tuple[Callable, tuple]:
     """The evaluator for the supervisor (``target``: ``evaluate``, or A3G's ``test.test`` that calls it), with
     the run's frames and the time at this start, so that its clock and frames/s survive resumes and restarts."""
     return target or evaluate, (run, os.getpid(), run.state.frames.value, time.time())
@@ -134,7 +135,7 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
         writer.close()
 
 
-def may_replace(path, payload):
+def may_replace(path: str, payload: dict) -> bool:
     """Whether the evaluator may write ``payload`` to ``path`` (in ``--save-model-dir``): a file this run wrote, or
     none; a model file that another run (or the project) keeps, only with a better game. A file that is no
     readable model is kept."""
@@ -149,7 +150,7 @@ def may_replace(path, payload):
     return payload["return"] > float(held.get("return", math.nan))  # an exported model (NaN) has no score to beat
 
 
-def save_model(path, payload, logger):
+def save_model(path: str, payload: dict, logger: logging.Logger) -> None:
     """The weights that just played, with what is needed to rebuild them: small, plain, safe to load. A failed write
     (disk full, say) leaves the previous file intact, and the evaluator goes on."""
     try:

@@ -12,9 +12,10 @@ import time
 import torch
 
 from core.hardware import usable_cores
+from runtime.run_state import StopFlag
 
 
-def setup_child_process(seed, parent_pid):
+def setup_child_process(seed: int, parent_pid: int) -> None:
     """First lines of every child: die with the parent, Ctrl-C left to the supervisor, one thread, seeded torch.
 
     The terminal sends Ctrl-C (SIGINT) to the whole process group. A child that died of it could do so mid-write or
@@ -36,12 +37,12 @@ def setup_child_process(seed, parent_pid):
     torch.manual_seed(seed)
 
 
-def parent_alive(parent_pid):
+def parent_alive(parent_pid: int) -> bool:
     """False once the supervisor is gone (killed with SIGKILL, say): the child is re-parented and must exit."""
     return os.getppid() == parent_pid
 
 
-def evaluator_cpu_share(setting, workers, cores=None):
+def evaluator_cpu_share(setting: str | float, workers: int, cores: int | None = None) -> float:
     """--evaluator-cpu as a number: the fraction of one core the evaluator may use on average.
 
     'auto': when the workers leave a core free the evaluator has it all (1.0); otherwise it gets a tenth of the
@@ -58,14 +59,14 @@ class CpuPacer:
     work, sleeps long enough that the CPU time spent since the last call is ``share`` of the wall time. Sleeping
     is ``stop.wait``, so a stop request ends it within 50 ms."""
 
-    def __init__(self, share, stop):
+    def __init__(self, share: float, stop: StopFlag) -> None:
         self.share, self.stop = share, stop
         self._mark()
 
     def _mark(self):
         self.cpu, self.wall = time.process_time(), time.monotonic()
 
-    def pace(self):
+    def pace(self) -> None:
         if self.share >= 1.0:
             return
         owed = (time.process_time() - self.cpu) / self.share - (time.monotonic() - self.wall)

@@ -33,7 +33,7 @@ READ_ONLY_WITH = {
 RATIO_TOLERANCE = 1e-6  # ratio x B is a whole number within this (0.1 x 10 is 1.0000000000000002 in floats)
 
 
-def candidate_count(lam, count):
+def candidate_count(lam: float, count: int) -> int:
     """Candidates ranked for ``count`` picks at ``lam`` candidates per pick (never fewer than the picks)."""
     return max(count, int(lam * count))
 
@@ -121,7 +121,7 @@ def _check_ranked_sampling(index, spec):
                    f"needs more candidates than picks, at least {(count + 1) / count:g} (default 6)")
 
 
-def replay_specs(text, batch_size):
+def replay_specs(text: str, batch_size: int) -> list[dict]:
     """Parse and check ``--replay-parameters``; returns one dict per entry, custom defaults filled in and
     ``count`` (unrolls per batch) added. Raises ValueError with one line naming the entry and the key."""
     try:
@@ -155,7 +155,7 @@ def replay_specs(text, batch_size):
     return specs
 
 
-def check_keys_read(text):
+def check_keys_read(text: str) -> None:
     """Refuse a key given in ``--replay-parameters`` (checked by ``replay_specs``) that no other setting of its entry
     reads: it would be recorded and change nothing. Only the keys the user wrote are judged, not the defaults."""
     for index, entry in enumerate(json.loads(text)):
@@ -165,7 +165,7 @@ def check_keys_read(text):
                 raise _bad(index, entry, f"'{key}'", f"needs {reader}, else it changes nothing")
 
 
-def needs_features(spec):
+def needs_features(spec: dict) -> bool:
     """Whether a replay ranks by the network's features (stored by the actors), rather than by logits or not at all."""
     ranked = spec.get("sample_strategy") or spec.get("insert_strategy")
     return spec["type"] == "custom" and bool(ranked) and spec["dist_function"] != "kl_div"

@@ -8,6 +8,7 @@ gone past) is a branch: it writes into a new folder, ``<run>-from-<frames>``, wh
 parent's rows up to that point, so that frames never go backwards within one file and both branches stay whole.
 """
 
+import argparse
 import csv
 import datetime
 import json
@@ -22,16 +23,17 @@ BEST_MODEL = "best_model.pt"
 RUN_FILES = ("args.json", "progress.csv", "summary.json", "checkpoint.pt", BEST_MODEL)  # a folder with one holds a run
 
 
-def resumed_run_dir(path):
+def resumed_run_dir(path: str) -> str:
     """The run directory that ``--resume PATH`` names: PATH itself, or the folder of a checkpoint file."""
     return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
 
 
-def holds_run(folder):
+def holds_run(folder: str) -> bool:
+    """Whether ``folder`` holds any of a run's files (``RUN_FILES``)."""
     return any(os.path.exists(os.path.join(folder, name)) for name in RUN_FILES)
 
 
-def unused_folder(stem):
+def unused_folder(stem: str) -> str:
     """``stem``, or ``stem-2``, ``stem-3``, ... : the first that holds no run."""
     folder, n = stem, 1
     while holds_run(folder):
@@ -40,7 +42,7 @@ def unused_folder(stem):
     return folder
 
 
-def progress_frames(folder):
+def progress_frames(folder: str) -> list[float]:
     """The frames of each row of ``folder``'s progress.csv (empty when there is none)."""
     try:
         with open(os.path.join(folder, "progress.csv"), newline="") as f:
@@ -49,7 +51,7 @@ def progress_frames(folder):
         return []
 
 
-def newest_frames(folder, resume_path, resumed):
+def newest_frames(folder: str, resume_path: str, resumed: dict | None) -> float | None:
     """The most frames that anything in the run directory reached: its checkpoint.pt, the archives' names, the
     evaluator's rows in progress.csv (a run killed outright may have logged games past its last checkpoint)."""
     found = progress_frames(folder)
@@ -61,7 +63,7 @@ def newest_frames(folder, resume_path, resumed):
     return max(found + ([on_disk] if on_disk is not None else []), default=None)
 
 
-def choose_run_dir(args, resumed):
+def choose_run_dir(args: argparse.Namespace, resumed: dict | None) -> str:
     """Where this run writes (``args.run_dir`` is the ``--run-dir`` given, or None). Raises ValueError, one line,
     for a folder that would mix two runs."""
     given = args.run_dir
@@ -88,7 +90,7 @@ def choose_run_dir(args, resumed):
     return given
 
 
-def prepare_run_dir(args, resumed):
+def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str, str | None]:
     """Create the folders, write ``args.json`` and start ``progress.csv``: a fresh run's header; in place, the file
     as it is; a branch, the header and the parent's rows up to the state it resumed from."""
     for folder in (args.run_dir, args.save_model_dir, args.log_dir):
@@ -113,7 +115,7 @@ def prepare_run_dir(args, resumed):
     return paths
 
 
-def parent_rows(args, resumed):
+def parent_rows(args: argparse.Namespace, resumed: dict) -> list[list[str]]:
     """A branch's history: the rows of the run it resumed from, up to the resumed state's frames."""
     source = resumed_run_dir(args.resume)
     if os.path.abspath(source) == os.path.abspath(args.run_dir):
@@ -128,7 +130,7 @@ def parent_rows(args, resumed):
         return []
 
 
-def write_tensorboard_hparams(args):
+def write_tensorboard_hparams(args: argparse.Namespace) -> None:
     """The flags as a text table, at the start (CleanRL's way: readable even while the run goes on)."""
     from torch.utils.tensorboard import SummaryWriter
 
@@ -137,7 +139,7 @@ def write_tensorboard_hparams(args):
         writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
 
 
-def write_tensorboard_results(args, summary):
+def write_tensorboard_results(args: argparse.Namespace, summary: dict) -> None:
     """The flags and the run's results for TensorBoard's HPARAMS tab, at the end: runs compared side by side."""
     from torch.utils.tensorboard import SummaryWriter
 

@@ -2,6 +2,7 @@
 
 import math
 import time
+from multiprocessing.context import BaseContext
 
 
 class StopFlag:
@@ -11,16 +12,16 @@ class StopFlag:
     waiting on it (SIGTERM to the process group, a SIGKILL) leaves them so that the supervisor's next set() blocks
     for ever. A byte cannot be left half-changed."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: BaseContext) -> None:
         self._flag = ctx.RawValue("b", 0)
 
-    def set(self):
+    def set(self) -> None:
         self._flag.value = 1
 
-    def is_set(self):
+    def is_set(self) -> bool:
         return bool(self._flag.value)
 
-    def wait(self, timeout):
+    def wait(self, timeout: float) -> bool:
         """Sleep up to ``timeout`` seconds, less if the flag is set meanwhile (checked every 50 ms)."""
         end = time.monotonic() + timeout
         while not self._flag.value:
@@ -35,15 +36,15 @@ class SlotCounter:
     """A count that several processes add to without a lock: each worker rank adds to its own slot (a restarted
     worker takes over its rank's slot), readers sum the slots."""
 
-    def __init__(self, ctx, typecode, slots, base=0):
+    def __init__(self, ctx: BaseContext, typecode: str, slots: int, base: float = 0) -> None:
         self._base = base
         self._slots = ctx.RawArray(typecode, slots)
 
-    def add(self, slot, amount):
+    def add(self, slot: int, amount: float) -> None:
         self._slots[slot] += amount  # only this slot's worker writes it
 
     @property
-    def value(self):
+    def value(self) -> float:
         return self._base + sum(self._slots)
 
 
@@ -57,8 +58,8 @@ class RunState:
     Everything else a child needs (flags, environment settings, model metadata) is plain data passed at spawn.
     """
 
-    def __init__(self, ctx, workers, frames=0.0, episodes=0, best_return=-math.inf, best_mean_return=-math.inf,
-                 eval_episodes=0):
+    def __init__(self, ctx: BaseContext, workers: int, frames: float = 0.0, episodes: int = 0,
+                 best_return: float = -math.inf, best_mean_return: float = -math.inf, eval_episodes: int = 0) -> None:
         self.stop = StopFlag(ctx)  # set by anyone: every process winds down at its next check
         # when this invocation of the run began (time.monotonic(), one clock for every process of the machine): a
         # replaced role measures how far the run is (--max-seconds) from it, not from its own start
@@ -90,11 +91,13 @@ class RunState:
         self.cloning = ctx.RawArray("d", 2)
         self.cloning[:] = [math.nan] * 2
 
-    def mean_inference_batch(self):
+    def mean_inference_batch(self) -> float:
+        """--inference server: the mean number of observations in the server's forward passes so far."""
         batches, observations = self.inference[:]
         return observations / batches if batches else 0.0
 
-    def add(self, rank, frames, episodes):
+    def add(self, rank: int, frames: float, episodes: int) -> None:
+        """Count worker ``rank``'s ``frames`` and finished ``episodes`` (in its own slots)."""
         self.frames.add(rank, frames)
         if episodes:
             self.episodes.add(rank, episodes)

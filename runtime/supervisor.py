@@ -7,25 +7,33 @@ with the same target and arguments, and ends the run when ``--max-restarts`` dea
 periodic checkpoints through the callback it is given.
 """
 
+import argparse
 import collections
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from multiprocessing import resource_tracker, util
+from multiprocessing.context import BaseContext
+from types import FrameType
+from typing import Callable, NoReturn
 
 from core.errors import EXIT_CRASH, EXIT_OK
 from core.logs import file_logger
+from runtime.run_state import RunState
 
 
 class Terminated(Exception):
     """SIGTERM (a scheduler, ``docker stop``): handled like Ctrl-C."""
 
 
-def raise_terminated(signum, frame):
+def raise_terminated(signum: int, frame: FrameType | None) -> NoReturn:
+    """The SIGTERM handler: raise ``Terminated`` in the main thread."""
     raise Terminated()
 
 
-def describe_exit(exitcode):
+def describe_exit(exitcode: int | None) -> str:
+    """How a child process ended, in words, from its ``exitcode``."""
     if exitcode is None:
         return "is not running"
     if exitcode < 0:
@@ -40,10 +48,10 @@ class RestartWindow:
     """``--max-restarts``: deaths counted over the last ``seconds``; one more than ``max_restarts`` of them ends the
     run. The supervisor counts its roles' deaths with one, the Ray backend its actors' (impala_ray.ActorFleet)."""
 
-    def __init__(self, max_restarts, seconds=60.0):
+    def __init__(self, max_restarts: int, seconds: float = 60.0) -> None:
         self.max_restarts, self.seconds, self.deaths = max_restarts, seconds, collections.deque()
 
-    def death(self):
+    def death(self) -> bool:
         """Count a death now. Returns True while the deaths in the window are within ``max_restarts``."""
         now = time.monotonic()
         self.deaths.append(now)
@@ -51,10 +59,10 @@ class RestartWindow:
             self.deaths.popleft()
         return len(self.deaths) <= self.max_restarts
 
-    def too_many(self, what="deaths"):
+    def too_many(self, what: str = "deaths") -> str:
         return f"{len(self.deaths)} {what} within {self.seconds:.0f} s is more than --max-restarts {self.max_restarts}"
 
-    def so_far(self):
+    def so_far(self) -> str:
         return f"{len(self.deaths)} of at most {self.max_restarts} within {self.seconds:.0f} s"
 
 
@@ -68,13 +76,15 @@ class Supervisor:
     install their own handling (utils.setup_child_process).
     """
 
-    def __init__(self, ctx, roles, state, max_restarts, log):
+    def __init__(self, ctx: BaseContext, roles: dict[str, tuple[Callable, tuple]], state: RunState, max_restarts: int,
+                 log: Callable[..., object]) -> None:
         self.ctx, self.targets, self.state, self.log = ctx, dict(roles), state, log
         self.children = {}
         self.deaths = RestartWindow(max_restarts)
         self.restarts = 0
 
-    def start(self, names=None):
+    def start(self, names: Iterable[str] | None = None) -> None:
+        """Start the roles ``names`` (default: all of them), each a daemonic child with SIGINT blocked."""
         # multiprocessing starts its resource tracker on the first spawn, and afterwards *unblocks* SIGINT in the
         # spawning thread: children spawned after it would then die of a Ctrl-C while still importing torch.
         # Start the tracker first, so that SIGINT stays blocked for every child spawned below.
@@ -90,7 +100,7 @@ class Supervisor:
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
-    def check(self):
+    def check(self) -> str | None:
         """Replace dead children. Returns an error message once too many have died, else None."""
         for name, proc in list(self.children.items()):
             if proc.is_alive() or self.state.stop.is_set() or self.state.failed.value:
@@ -103,7 +113,7 @@ class Supervisor:
             self.start([name])
         return None
 
-    def stop(self, grace=5.0):
+    def stop(self, grace: float = 5.0) -> None:
         """Ask every child to stop; wait up to ``grace`` seconds; then terminate, then kill what is left."""
         self.state.stop.set()
         deadline = time.monotonic() + grace
@@ -119,7 +129,8 @@ class Supervisor:
                 proc.join()
 
 
-def supervise(args, supervisor, state, clock, save_checkpoint, log):
+def supervise(args: argparse.Namespace, supervisor: Supervisor, state: RunState, clock: Callable[[], float],
+              save_checkpoint: Callable[[], object], log: Callable[[str], object]) -> tuple[str, int]:
     """Watch the run until a limit, 'solved', or an unrecoverable fault. Returns (stop_reason, exit code)."""
     last_save = clock()
     reported_nonfinite = 0
@@ -150,7 +161,7 @@ def supervise(args, supervisor, state, clock, save_checkpoint, log):
         time.sleep(0.2)
 
 
-def make_supervisor_log(log_file):
+def make_supervisor_log(log_file: str) -> Callable[..., None]:
     """``log(message)``: to stderr (unless echo=False) and to the run's text log, for what the supervisor does."""
     logger = file_logger("a3g.main", log_file, prefix="main: ")
 
@@ -162,7 +173,7 @@ def make_supervisor_log(log_file):
     return log
 
 
-def stop_resource_tracker():
+def stop_resource_tracker() -> None:
     """Stop and reap multiprocessing's resource-tracker helper now that every child is gone. Left to exit after us,
     it would be re-parented, and where PID 1 does not reap (some containers) it would linger as a zombie."""
     try:
