@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             cluster = start_cluster(args)
-        except ValueError as exc:
+        except BAD_INPUT_ERRORS as exc:
             print(f"main.py: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except ClusterError as exc:  # not the input's fault, and nothing started: exit 1

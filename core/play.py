@@ -1,4 +1,4 @@
-"""One game loop, for the evaluator (test.py) and gym_eval.py: a whole game with a model, scored with raw rewards."""
+"""One game loop, for the evaluator (runtime/evaluator.py) and gym_eval.py: a whole game with a model, scored with raw rewards."""
 
 from typing import Callable, Sequence
 

@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
 from core.cli import OneLineParser
 
 META = {"model": "nature", "obs_shape": [4, 84, 84], "num_actions": 6, "hidden_size": 0}

@@ -11,7 +11,7 @@ model on a GPU instead of a CUDA context per actor, and large batches; on a CPU 
 cost no more than the server's, and the hand-off is extra (BENCHMARKS.md).
 
 Hand-off: every row has a status (IDLE -> ASKED by its actor -> ANSWERED by the server -> IDLE by the actor), each
-change with a single writer, as the unroll slots' (impala.py). The waits sleep on POSIX semaphores (one that
+change with a single writer, as the unroll slots' (impala/shm.py). The waits sleep on POSIX semaphores (one that
 wakes the server, one per actor that wakes it), not on a polled flag: a step is about a millisecond, and spinning
 would take a core from the emulators. A semaphore holds no lock that a killed process could leave held, and every
 wait has a timeout after which the waiter looks at the status itself, so a lost wake-up costs time, never a hang:

@@ -1,15 +1,15 @@
-"""IMPALA on Ray (``--backend ray``): the same roles as impala.py's shared-memory backend, with the actors as Ray
+"""IMPALA on Ray (``--backend ray``): the same roles as impala/shm.py's shared-memory backend, with the actors as Ray
 actors, so that they can run on other machines.
 
 What stays on the machine that runs main.py: the shared model and optimizer, ``RunState``, the run directory and
-checkpoints (main.py, unchanged), the evaluator (test.py, unchanged: it reads the shared model) and the
+checkpoints (main.py), the evaluator (runtime/evaluator.py: it reads the shared model) and the
 **learner**, a supervisor role like the shared-memory one that is also the run's Ray driver. Only the actors are
 Ray actors. The learner keeps the weights on its own device (``--gpu-ids``): run main.py on the GPU machine (the
 head node) and let the actors go to the CPU nodes (README, "Ray backend").
 
 The boundary is the shared-memory backend's, over the object store instead of slots:
 - **unrolls in**: an actor's ``unroll`` method plays one unroll of its ``--envs-per-worker`` environments
-  (``impala.Acting``, the same code as the shared-memory actor) and returns it as numpy arrays, which Ray moves
+  (``impala.acting.Acting``, the same code as the shared-memory actor) and returns it as numpy arrays, which Ray moves
   through its object store without a copy on the receiving side (torch tensors would be pickled). The learner
   keeps at most ``CALLS_PER_ACTOR`` calls outstanding per actor and collects them with ``ray.wait``, so the object
   store holds a bounded number of unrolls whatever the learner's speed (Ray's own IMPALA crashed with spills and
@@ -20,8 +20,8 @@ The boundary is the shared-memory backend's, over the object store instead of sl
   flight push out the oldest unrolls, dropped and counted (``dropped_unrolls``), as Ray's newer learners do;
 - **weights out, with versions**: each new version of the shared model is published with one ``ray.put`` of its
   flat parameter buffer (a numpy array); every call to an actor carries the latest version number and the
-  reference, and the actor fetches the object only when the version changed (``impala.LocalPolicy``);
-- the learner's step is ``impala.LearnerStep``, the shared-memory learner's.
+  reference, and the actor fetches the object only when the version changed (``impala.inference.LocalPolicy``);
+- the learner's step is ``impala.learner.LearnerStep`` in ``learner_loop``, as the shared-memory learner's.
 
 Faults: an actor whose process or node dies (or whose method raises) is replaced with a new actor of the same
 rank, and the run goes on; more than ``--max-restarts`` of that within a minute stops the learner, which the
@@ -47,6 +47,7 @@ import ray
 import torch
 from ray._private import ray_constants  # Ray is pinned (requirements-ray.txt): see Cluster.local
 
+from core.errors import BadInput
 from core.logs import file_logger
 from envs.environment import EnvSettings
 from impala.acting import Acting, local_policy, unroll_frames
@@ -114,7 +115,7 @@ class Cluster:
         os.environ.update(QUIET)
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
-            raise ValueError(f"--ray-address {address!r}: expected HOST:PORT, as `ray start --head` prints it")
+            raise BadInput(f"--ray-address {address!r}: expected HOST:PORT, as `ray start --head` prints it")
         try:
             socket.create_connection((host, int(port)), timeout=5.0).close()
         except OSError as exc:
@@ -233,11 +234,11 @@ class ReceivedWeights:
 
 
 class Actor:
-    """One IMPALA actor as a Ray actor: ``impala.Acting`` with its own copy of the weights; one unroll per call."""
+    """One IMPALA actor as a Ray actor: ``impala.acting.Acting`` with its own copy of the weights; one unroll per call."""
 
     def __init__(self, rank: int, args: argparse.Namespace, settings: EnvSettings, meta: dict, feature_size: int,
                  version: int, box: list[ray.ObjectRef]) -> None:
-        torch.set_num_threads(1)  # one core's worth of work per actor, as the shared-memory actors (utils.py)
+        torch.set_num_threads(1)  # one core's worth of work per actor, as the shared-memory actors (runtime/processes.py)
         torch.manual_seed(args.seed + rank)
         self.weights = ReceivedWeights(version, box)
         self.acting = Acting(args, settings, meta, local_policy(args, meta, self.weights), rank, feature_size,

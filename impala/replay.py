@@ -1,6 +1,6 @@
 """Replay for IMPALA's learner (``--replay-parameters``): batches that mix fresh unrolls with stored ones.
 
-A run has one on-policy **queue** (the unroll store's fresh unrolls, impala.py) and any number of **replays**, each
+A run has one on-policy **queue** (the unroll store's fresh unrolls, impala/shm.py) and any number of **replays**, each
 a ``ReplayBuffer`` with a ``capacity`` of unrolls. Every learner batch is ``--batch-size`` unrolls: ``sample_ratio x
 B`` of them from each source (``count``). The fresh unrolls are put into every replay only after the batch is
 built, so no unroll appears twice in one batch. Until a replay holds ``count`` unrolls, its share of the batch is
@@ -27,7 +27,7 @@ The buffers are shared-memory tensors allocated once by the supervisor (they out
 the unroll slots' layout plus per-unroll features, sample counts and insertion step; the learner is their only
 writer, and it samples with its own seeded ``torch.Generator``. A stored unroll keeps the environment's rewards
 and the observations a time limit cut its episodes at, so a replayed cut bootstraps from the current network's
-value, as a fresh one does (``impala.cut_values``).
+value, as a fresh one does (``impala.learner.cut_values``).
 """
 
 import argparse
@@ -41,7 +41,7 @@ from envs.environment import EnvSettings
 from impala.unrolls import UnrollSlots
 from model import feature_size
 from runtime.defaults import final_slots
-from runtime.replay_spec import _bad, candidate_count, needs_features, replay_specs
+from runtime.replay_spec import candidate_count, entry_error, needs_features, replay_specs
 
 Score = Callable[[torch.Tensor], torch.Tensor]  # a replay's ranking: slots -> distances (smaller = closer)
 
@@ -158,14 +158,14 @@ def check_run_memory(args: argparse.Namespace, settings: EnvSettings, meta: dict
 def check_replay_memory(specs: list[dict], unroll_length: int, obs_shape: Sequence[int], num_actions: int,
                         hidden_size: int, feature_size: int, final_slots: int = 1) -> None:
     """ValueError when the replays would not fit in memory (estimated from the observation shape and unroll
-    length; ``final_slots``: ``unrolls.final_slots``), before anything is allocated."""
+    length; ``final_slots``: ``runtime.defaults.final_slots``), before anything is allocated."""
     needed = sum(spec["capacity"] * slot_bytes(unroll_length, obs_shape, num_actions, hidden_size,
                                                feature_size if needs_features(spec) else 0, final_slots)
                  for spec in specs if spec["type"] != "queue")
     free = available_memory()
     if free is not None and needed > 0.9 * free:
         largest = max(range(len(specs)), key=lambda i: specs[i]["capacity"] if specs[i]["type"] != "queue" else -1)
-        raise _bad(largest, specs[largest], "'capacity'",
+        raise entry_error(largest, specs[largest], "'capacity'",
                    f"{specs[largest]['capacity']}: the replays need {needed / 2**30:.1f} GiB of shared memory, this "
                    f"machine has {free / 2**30:.1f} GiB free; lower the capacities")
 
@@ -175,7 +175,7 @@ def check_replay_memory(specs: list[dict], unroll_length: int, obs_shape: Sequen
 
 
 class ReplayBuffer(UnrollSlots):
-    """One replay's unrolls in preallocated shared memory: the unroll slots' tensors (impala.py ``UnrollStore``)
+    """One replay's unrolls in preallocated shared memory: the unroll slots' tensors (impala/shm.py ``UnrollStore``)
     plus ``features [C, T, F]`` (F = 0 unless the replay ranks by them), ``sample_count`` and ``inserted`` (the
     learner step that stored it), ``size``/``cursor`` (next slot FIFO overwrites) and ``writing`` (the slot being
     written, -1 when none). The learner alone writes; a learner killed in the middle of a write leaves ``writing``
@@ -228,7 +228,7 @@ class ReplayBuffer(UnrollSlots):
         return int(self.cursor[0])
 
     def put(self, slot: int, unroll: dict[str, torch.Tensor], step: int) -> None:
-        """Store one unroll (one column of a time-major batch, ``unrolls.column``) into ``slot`` (``insert_slot``'s),
+        """Store one unroll (one column of a time-major batch, ``impala.unrolls.column``) into ``slot`` (``insert_slot``'s),
         inserted at learner step ``step`` and not sampled yet; the slot counts as filled once it is whole."""
         self.writing[0] = slot
         self.store(slot, unroll)

@@ -3,23 +3,22 @@ their lag with V-trace.
 
 Roles, handed to the supervisor as A3G's are (``impala_roles``):
 - **actor** x ``--workers``: steps ``--envs-per-worker`` environments with a CPU copy of the latest published
-  weights (``--inference local``) or through the inference role (``--inference server``, inference.py), and
+  weights (``--inference local``) or through the inference role (``--inference server``, impala/inference.py), and
   writes each environment's unroll of ``--unroll-length`` steps (observations, actions, rewards, episode ends,
   the steps a time limit cut and the observations it cut at, the behaviour policy's logits and values, the
   recurrent state at the unroll's start and the weights' version) into a slot of the shared ``UnrollStore``;
 - **learner** x 1: takes the oldest full unrolls (``LearnerStep.need`` of them: ``--batch-size`` less the share of
   each replay that can already give its own; dropping those more than ``--max-policy-lag`` versions old),
-  computes V-trace targets (``returns.vtrace_from_logits``; a step a time limit cut bootstraps from the learner's
-  own value of the observation it cut at, ``cut_values``), steps the shared optimizer on the shared model
-  (through a replica on its device, as an A3G worker does) and publishes the new weights' version;
-- **evaluator**: test.py, exactly as for A3G;
-- **inference** x 1 with ``--inference server``: answers the actors' forward passes in batches (inference.py).
+  computes V-trace targets and steps the shared model (``impala/learner.py``) and publishes the new weights' version;
+- **evaluator**: ``runtime/evaluator.py``, the same as A3G's;
+- **inference** x 1 with ``--inference server``: answers the actors' forward passes in batches (impala/inference.py).
 
-The roles' work is written once, for both backends: ``Acting`` (one unroll of an actor's environments into plain
-buffers) and ``LearnerStep`` (fresh unrolls -> V-trace update -> ``publish``). This file's backend moves unrolls
-through ``UnrollStore`` (actors ``claim`` free slots and ``commit`` full ones; the learner ``take``s a batch) and
-weights through ``SharedWeights`` (``publish`` / ``fetch`` with a version); impala_ray.py moves the same through
-Ray's object store, to run the actors on several machines.
+The roles' work is written once, for both backends: ``Acting`` (impala/acting.py: one unroll of an actor's
+environments into plain buffers) and ``LearnerStep`` in ``learner_loop`` (impala/learner.py: fresh unrolls ->
+V-trace update -> ``publish``). This file's backend implements impala/boundary.py's protocols with shared memory:
+unrolls through ``UnrollStore`` (actors ``claim`` free slots and ``commit`` full ones; ``StoreSource`` hands the
+learner the oldest full ones) and weights through ``SharedWeights`` (``publish`` / ``fetch`` with a version);
+impala/ray_backend.py moves the same through Ray's object store, to run the actors on several machines.
 
 Why slots with a status byte instead of free/full index queues (TorchBeast's MonoBeast): a multiprocessing queue
 has a lock, and a process killed while holding it (an actor killed mid-``put``) leaves every other process
@@ -27,10 +26,6 @@ waiting on it for ever. Here every slot belongs to one actor (``--num-buffers`` 
 status change has a single writer: the owning actor turns FREE into WRITING into FULL, the learner turns FULL
 back into FREE once it has copied the unroll. An actor killed mid-unroll leaves its slot WRITING; its replacement
 (same rank, same slots) frees it first, so an unroll is never lost for good and never used half-written.
-
-Losses, as in the paper: policy gradient with the clipped pg-rhos' advantages, baseline ``0.5 (vs - V)^2`` times
-``--value-coef`` (``--baseline-cost``), entropy bonus times ``--entropy-coef`` (``--entropy-cost``); each summed over
-time and averaged over the batch, as A3G's loss, so that a learning rate means the same in both.
 """
 
 import os

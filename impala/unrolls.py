@@ -1,4 +1,4 @@
-"""The unroll layout that IMPALA's slot store (impala.py ``UnrollStore``) and the replays (replay.py
+"""The unroll layout that IMPALA's slot store (impala/shm.py ``UnrollStore``) and the replays (impala/replay.py
 ``ReplayBuffer``) share: per slot ``obs [T + 1, ...]``, ``actions``, ``rewards``, ``dones`` ``[T]``, the behaviour
 ``logits [T, A]`` and ``values [T]`` (CLEAR's cloning losses clone both), the recurrent state ``hx``/``cx`` before
 ``obs[0]``, ``features [T, F]`` (F = 0 unless a replay ranks by them), and what a time limit's cut needs:

@@ -26,7 +26,7 @@ def model_file(env: dict, meta: dict, state_dict: dict[str, torch.Tensor], episo
     """The contents of a model file (a run's ``best_model.pt``, ``trained_models/<env>.pt``): weights plus what
     rebuilds the network and its preprocessing, no optimizer state. ``return`` is the score of the evaluator game
     these weights played (NaN for weights exported from a checkpoint), ``run`` the run directory that wrote the
-    file. Written by the evaluator and by export_model.py, read by gym_eval.py and ``--load``."""
+    file. Written by the evaluator and by ``python -m tools.export_model``, read by gym_eval.py and ``--load``."""
     return {
         "format_version": FORMAT_VERSION,
         "kind": "model",

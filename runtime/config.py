@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 import torch
 
 from core.cli import HelpFormatter, OneLineParser
+from core.errors import BadInput
 from core.files import env_file_name
 from core.hardware import cpu_has_native_bf16, missing_gpus, usable_cores
 from core.returns import TRUST_REGION_MODES
@@ -292,7 +293,7 @@ def check_algo_flags(algo: str, given: Collection[str]) -> None:
     for other, flags in ALGO_FLAGS.items():
         wrong = [option(flag) for flag in flags if flag in given]
         if other != algo and wrong:
-            raise ValueError(f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for --algo {other}, and this "
+            raise BadInput(f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for --algo {other}, and this "
                              f"run is --algo {algo}")
 
 
@@ -302,7 +303,7 @@ def check_flags_read(args: argparse.Namespace, given: Collection[str]) -> None:
     for flag, (setting, wanted) in READ_ONLY_WITH.items():
         value = getattr(args, setting)
         if flag in given and not (value is None if wanted is None else value == wanted):
-            raise ValueError(f"{option(flag)} needs {requirement(setting, wanted, value)}, else it changes nothing")
+            raise BadInput(f"{option(flag)} needs {requirement(setting, wanted, value)}, else it changes nothing")
     if "replay_parameters" in given:  # the user's own keys: the defaults filled in for the others are fine
         check_keys_read(args.replay_parameters)
 
@@ -314,7 +315,7 @@ def check_impala_optimizer(args: argparse.Namespace, given: Collection[str]) -> 
     if args.algo == "impala" and not args.shared_optimizer:
         whose, fix = ("", "leave it out") if "shared_optimizer" in given else (" (the resumed run's)",
                                                                                "give --shared-optimizer")
-        raise ValueError(f"--no-shared-optimizer{whose} is for --algo a3g: IMPALA's learner steps the shared "
+        raise BadInput(f"--no-shared-optimizer{whose} is for --algo a3g: IMPALA's learner steps the shared "
                          f"optimizer, whose statistics checkpoint.pt keeps ({fix})")
 
 
@@ -342,71 +343,71 @@ def check_args(args: argparse.Namespace) -> None:
                 "--keep-checkpoints": args.keep_checkpoints, "--max-nonfinite": args.max_nonfinite}
     for flag, value in positive.items():
         if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
-            raise ValueError(f"{flag} must be positive, got {value}")
+            raise BadInput(f"{flag} must be positive, got {value}")
     if args.algo == "impala":
         if args.batch_size <= 0:
-            raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
+            raise BadInput(f"--batch-size must be positive, got {args.batch_size}")
         if args.num_buffers is not None and args.num_buffers <= 0:
-            raise ValueError(f"--num-buffers must be positive, got {args.num_buffers}")
+            raise BadInput(f"--num-buffers must be positive, got {args.num_buffers}")
         if args.inference_batch < 0:
-            raise ValueError(f"--inference-batch must be >= 0, got {args.inference_batch}")
+            raise BadInput(f"--inference-batch must be >= 0, got {args.inference_batch}")
         if not (args.inference_wait >= 0 and math.isfinite(args.inference_wait)):
-            raise ValueError(f"--inference-wait must be a finite number of milliseconds >= 0, got "
+            raise BadInput(f"--inference-wait must be a finite number of milliseconds >= 0, got "
                              f"{args.inference_wait}")
         if args.max_policy_lag is not None and args.max_policy_lag < 0:
-            raise ValueError(f"--max-policy-lag must be >= 0, got {args.max_policy_lag}")
+            raise BadInput(f"--max-policy-lag must be >= 0, got {args.max_policy_lag}")
         if batch_capacity(args) < args.batch_size:
-            raise ValueError(f"--batch-size {args.batch_size} needs more unroll slots than --num-buffers "
+            raise BadInput(f"--batch-size {args.batch_size} needs more unroll slots than --num-buffers "
                              f"{args.num_buffers} gives: they fill batches of at most {batch_capacity(args)} (each "
                              f"actor claims --envs-per-worker slots at once); raise --num-buffers or leave it out, "
                              f"or lower --batch-size")
         specs = replay_specs(args.replay_parameters, args.batch_size)
         if not (args.kl_threshold > 0 and math.isfinite(args.kl_threshold)):
-            raise ValueError(f"--kl-threshold must be a finite number > 0, got {args.kl_threshold}")
+            raise BadInput(f"--kl-threshold must be a finite number > 0, got {args.kl_threshold}")
         for flag, cost in (("--policy-cloning-cost", args.policy_cloning_cost),
                            ("--value-cloning-cost", args.value_cloning_cost)):
             if not (cost >= 0 and math.isfinite(cost)):
-                raise ValueError(f"{flag} must be a finite number >= 0, got {cost}")
+                raise BadInput(f"{flag} must be a finite number >= 0, got {cost}")
         if args.clone_losses and len(specs) == 1:
-            raise ValueError("--clone-losses clones replayed unrolls, and --replay-parameters has no replay: add a "
+            raise BadInput("--clone-losses clones replayed unrolls, and --replay-parameters has no replay: add a "
                              "standard or custom one")
     check_backend(args)
     if is_retro(args.env) and args.envs_per_worker > 1:
-        raise ValueError(f"--envs-per-worker {args.envs_per_worker}: stable-retro runs one emulator per process, so "
+        raise BadInput(f"--envs-per-worker {args.envs_per_worker}: stable-retro runs one emulator per process, so "
                          f"retro games take 1 env per worker; use --workers for more emulators")
     if args.state is not None and not is_retro(args.env):
-        raise ValueError(f"--state is for stable-retro games; {args.env} is not one")
+        raise BadInput(f"--state is for stable-retro games; {args.env} is not one")
     if args.max_restarts < 0:
-        raise ValueError(f"--max-restarts must be >= 0, got {args.max_restarts}")
+        raise BadInput(f"--max-restarts must be >= 0, got {args.max_restarts}")
     if any(n <= 0 for n in args.distributed_step_size):
-        raise ValueError(f"--distributed-step-size entries must be positive, got {args.distributed_step_size}")
+        raise BadInput(f"--distributed-step-size entries must be positive, got {args.distributed_step_size}")
     if not 0.0 < args.gamma <= 1.0:
-        raise ValueError(f"--gamma must be in (0, 1], got {args.gamma}")
+        raise BadInput(f"--gamma must be in (0, 1], got {args.gamma}")
     if not 0.0 <= args.tau <= 1.0:
-        raise ValueError(f"--tau must be in [0, 1], got {args.tau}")
+        raise BadInput(f"--tau must be in [0, 1], got {args.tau}")
     if not (args.eps > 0 and math.isfinite(args.eps)):
-        raise ValueError(f"--eps must be positive, got {args.eps}")
+        raise BadInput(f"--eps must be positive, got {args.eps}")
     if not 0.0 <= args.alpha < 1.0:
-        raise ValueError(f"--alpha must be in [0, 1), got {args.alpha}")
+        raise BadInput(f"--alpha must be in [0, 1), got {args.alpha}")
     if not 0.0 <= args.momentum < 1.0:
-        raise ValueError(f"--momentum must be in [0, 1), got {args.momentum}")
+        raise BadInput(f"--momentum must be in [0, 1), got {args.momentum}")
     for flag in ("entropy_coef", "value_coef", "max_grad_norm"):
         value = getattr(args, flag)
         if not (value >= 0 and math.isfinite(value)):
-            raise ValueError(f"--{flag.replace('_', '-')} must be a finite number >= 0, got {value}")
+            raise BadInput(f"--{flag.replace('_', '-')} must be a finite number >= 0, got {value}")
     if args.max_frames is not None and args.max_frames <= 0:
-        raise ValueError(f"--max-frames must be positive, got {args.max_frames}")
+        raise BadInput(f"--max-frames must be positive, got {args.max_frames}")
     if args.max_seconds is not None and not args.max_seconds > 0:
-        raise ValueError(f"--max-seconds must be positive, got {args.max_seconds}")
+        raise BadInput(f"--max-seconds must be positive, got {args.max_seconds}")
     if args.stop_score is not None and not math.isfinite(args.stop_score):
-        raise ValueError(f"--stop-score must be a finite number, got {args.stop_score}")
+        raise BadInput(f"--stop-score must be a finite number, got {args.stop_score}")
     gpus = args.gpu_ids
     if gpus != [-1]:
         if any(g < 0 for g in gpus):
-            raise ValueError(f"--gpu-ids: use -1 alone for the CPU, or GPU indices >= 0, got {gpus}")
+            raise BadInput(f"--gpu-ids: use -1 alone for the CPU, or GPU indices >= 0, got {gpus}")
         missing, count = missing_gpus(gpus)
         if missing:
-            raise ValueError(f"--gpu-ids {missing} not available: this machine has {count} CUDA device(s) "
+            raise BadInput(f"--gpu-ids {missing} not available: this machine has {count} CUDA device(s) "
                              f"(use --gpu-ids -1 for the CPU)")
 
 
@@ -415,15 +416,15 @@ def check_backend(args: argparse.Namespace) -> None:
     by check_algo_flags.)"""
     if args.backend == "shm":
         if args.ray_address is not None:
-            raise ValueError("--ray-address is for --backend ray")
+            raise BadInput("--ray-address is for --backend ray")
         return
     if args.inference == "server":
-        raise ValueError("--inference server is for --backend shm: with --backend ray each actor acts with its own "
+        raise BadInput("--inference server is for --backend shm: with --backend ray each actor acts with its own "
                          "copy of the weights (--inference local)")
     try:
         import ray  # noqa: F401  (only to learn whether it is there: main.py imports it when the run starts)
     except ImportError as exc:
-        raise ValueError(f"--backend ray needs Ray, which is not installed here ({exc}): "
+        raise BadInput(f"--backend ray needs Ray, which is not installed here ({exc}): "
                          f"pip install -r requirements-ray.txt") from None
 
 

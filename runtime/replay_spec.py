@@ -1,4 +1,4 @@
-"""``--replay-parameters``: its grammar, defaults and checks, and the memory its replays need.
+"""``--replay-parameters``: its grammar, defaults and checks (the memory its replays need is impala/replay.py's).
 
 The flag is parsed and checked once, up front, with the other flags (``runtime/config.py``); IMPALA's learner
 reads the same parsed specs (``impala/replay.py`` holds the buffers and their sampling). Kinds and keys are
@@ -7,6 +7,8 @@ elite_buffer_vtrace's (its README and ``parameter_schema``).
 
 import json
 import math
+
+from core.errors import BadInput
 
 DEFAULT_REPLAY_PARAMETERS = '[{"type": "queue", "capacity": 1, "sample_ratio": 1}]'
 REPLAY_TYPES = ("queue", "standard", "custom")
@@ -43,10 +45,10 @@ def candidate_count(lam: float, count: int) -> int:
 # --replay-parameters
 
 
-def _bad(index, entry, key, message):
+def entry_error(index, entry, key, message):
     kind = entry.get("type") if isinstance(entry, dict) and isinstance(entry.get("type"), str) else "?"
     where = f"--replay-parameters entry {index + 1} ({kind})"
-    return ValueError(f"{where}: {key} {message}" if key else f"{where}: {message}")
+    return BadInput(f"{where}: {key} {message}" if key else f"{where}: {message}")
 
 
 def _is_int(value):
@@ -59,24 +61,24 @@ def _is_number(value):
 
 def _check_entry(index, entry):
     if not isinstance(entry, dict):
-        raise _bad(index, entry, None, f"must be an object like {{\"type\": \"standard\", \"capacity\": 1000, "
+        raise entry_error(index, entry, None, f"must be an object like {{\"type\": \"standard\", \"capacity\": 1000, "
                                        f"\"sample_ratio\": 0.5}}, got {json.dumps(entry)}")
     for key in ("type", "capacity", "sample_ratio"):
         if key not in entry:
-            raise _bad(index, entry, None, f"key '{key}' is missing")
+            raise entry_error(index, entry, None, f"key '{key}' is missing")
     kind = entry["type"]
     if kind not in REPLAY_TYPES:
-        raise _bad(index, entry, "'type'", f"must be one of {', '.join(REPLAY_TYPES)}, got {json.dumps(kind)}")
+        raise entry_error(index, entry, "'type'", f"must be one of {', '.join(REPLAY_TYPES)}, got {json.dumps(kind)}")
     allowed = {"type", "capacity", "sample_ratio"} | (set(CUSTOM_DEFAULTS) if kind == "custom" else set())
     unknown = sorted(set(entry) - allowed)
     if unknown:
-        raise _bad(index, entry, None, f"unknown key '{unknown[0]}' (a {kind} replay takes {', '.join(sorted(allowed))})")
+        raise entry_error(index, entry, None, f"unknown key '{unknown[0]}' (a {kind} replay takes {', '.join(sorted(allowed))})")
     if not _is_int(entry["capacity"]) or entry["capacity"] < 1:
-        raise _bad(index, entry, "'capacity'", f"must be a whole number >= 1, got {json.dumps(entry['capacity'])}")
+        raise entry_error(index, entry, "'capacity'", f"must be a whole number >= 1, got {json.dumps(entry['capacity'])}")
     if not _is_number(entry["sample_ratio"]) or not 0 < entry["sample_ratio"] <= 1:
-        raise _bad(index, entry, "'sample_ratio'", f"must be a number in (0, 1], got {json.dumps(entry['sample_ratio'])}")
+        raise entry_error(index, entry, "'sample_ratio'", f"must be a number in (0, 1], got {json.dumps(entry['sample_ratio'])}")
     if kind == "queue" and entry["capacity"] != 1:
-        raise _bad(index, entry, "'capacity'", f"of the queue must be 1 (the queue is the actors' fresh unrolls; "
+        raise entry_error(index, entry, "'capacity'", f"of the queue must be 1 (the queue is the actors' fresh unrolls; "
                                               f"--num-buffers sizes it), got {entry['capacity']}")
     spec = dict(entry)
     if kind == "custom":
@@ -87,26 +89,26 @@ def _check_entry(index, entry):
 
 def _check_custom(index, spec):
     if spec["dist_function"] is None:
-        raise _bad(index, spec, None, f"key 'dist_function' is missing ({', '.join(DIST_FUNCTIONS)})")
+        raise entry_error(index, spec, None, f"key 'dist_function' is missing ({', '.join(DIST_FUNCTIONS)})")
     choices = {"dist_function": DIST_FUNCTIONS, "sample_strategy": SAMPLE_STRATEGIES,
                "insert_strategy": INSERT_STRATEGIES, "elite_sampling_strategy": ELITE_STRATEGIES}
     for key, allowed in choices.items():
         optional = key in ("sample_strategy", "insert_strategy")
         if spec[key] not in allowed and not (optional and spec[key] is None):
-            raise _bad(index, spec, f"'{key}'", f"must be one of {', '.join(allowed)}, got {json.dumps(spec[key])}")
+            raise entry_error(index, spec, f"'{key}'", f"must be one of {', '.join(allowed)}, got {json.dumps(spec[key])}")
     if not _is_int(spec["p"]) or spec["p"] < 1:
-        raise _bad(index, spec, "'p'", f"must be a whole number >= 1, got {json.dumps(spec['p'])}")
+        raise entry_error(index, spec, "'p'", f"must be a whole number >= 1, got {json.dumps(spec['p'])}")
     if not _is_number(spec["lambda_batch_multiplier"]) or spec["lambda_batch_multiplier"] < 1:
-        raise _bad(index, spec, "'lambda_batch_multiplier'",
+        raise entry_error(index, spec, "'lambda_batch_multiplier'",
                    f"must be a number >= 1, got {json.dumps(spec['lambda_batch_multiplier'])}")
     if not _is_number(spec["alfa_annealing_factor"]) or not spec["alfa_annealing_factor"] > 0:
-        raise _bad(index, spec, "'alfa_annealing_factor'",
+        raise entry_error(index, spec, "'alfa_annealing_factor'",
                    f"must be a number > 0, got {json.dumps(spec['alfa_annealing_factor'])}")
     size = spec["elite_batch_size"]
     if not _is_int(size) or size < 1:
-        raise _bad(index, spec, "'elite_batch_size'", f"must be a whole number >= 1, got {json.dumps(size)}")
+        raise entry_error(index, spec, "'elite_batch_size'", f"must be a whole number >= 1, got {json.dumps(size)}")
     if spec["insert_strategy"] == "elite_insertion" and size > spec["capacity"]:
-        raise _bad(index, spec, "'elite_batch_size'", f"{size} is above the capacity {spec['capacity']}")
+        raise entry_error(index, spec, "'elite_batch_size'", f"{size} is above the capacity {spec['capacity']}")
 
 
 def _check_ranked_sampling(index, spec):
@@ -116,7 +118,7 @@ def _check_ranked_sampling(index, spec):
         return
     lam, count = spec["lambda_batch_multiplier"], spec["count"]
     if candidate_count(lam, count) <= count:
-        raise _bad(index, spec, "'lambda_batch_multiplier'",
+        raise entry_error(index, spec, "'lambda_batch_multiplier'",
                    f"{lam:g} x {count} picks gives {candidate_count(lam, count)} candidates: {spec['sample_strategy']} "
                    f"needs more candidates than picks, at least {(count + 1) / count:g} (default 6)")
 
@@ -127,30 +129,30 @@ def replay_specs(text: str, batch_size: int) -> list[dict]:
     try:
         entries = json.loads(text)
     except (json.JSONDecodeError, TypeError) as exc:
-        raise ValueError(f"--replay-parameters is not valid JSON ({exc})") from None
+        raise BadInput(f"--replay-parameters is not valid JSON ({exc})") from None
     if not isinstance(entries, list) or not entries:
-        raise ValueError(f"--replay-parameters must be a non-empty JSON list of replays, got {text!r}")
+        raise BadInput(f"--replay-parameters must be a non-empty JSON list of replays, got {text!r}")
     specs = [_check_entry(i, entry) for i, entry in enumerate(entries)]
     queues = [i for i, spec in enumerate(specs) if spec["type"] == "queue"]
     if not queues:
-        raise ValueError('--replay-parameters has no on-policy queue: add {"type": "queue", "capacity": 1, '
+        raise BadInput('--replay-parameters has no on-policy queue: add {"type": "queue", "capacity": 1, '
                          '"sample_ratio": r} (learning purely from replay is unstable, LASER Proposition 3)')
     if len(queues) > 1:
-        raise _bad(queues[1], specs[queues[1]], "'type'", "queue appears twice: there is one on-policy queue")
+        raise entry_error(queues[1], specs[queues[1]], "'type'", "queue appears twice: there is one on-policy queue")
     total = 0
     for i, spec in enumerate(specs):
         count = spec["sample_ratio"] * batch_size
         if abs(count - round(count)) > RATIO_TOLERANCE:
-            raise _bad(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g} "
+            raise entry_error(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g} "
                                                  f"is not a whole number of unrolls")
         spec["count"] = int(round(count))
         if spec["count"] < 1:
-            raise _bad(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g}: "
+            raise entry_error(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g}: "
                                                  f"every entry gives at least one unroll per batch")
         _check_ranked_sampling(i, spec)
         total += spec["count"]
     if total != batch_size:
-        raise ValueError(f"--replay-parameters: the entries' sample_ratio x --batch-size add up to {total} unrolls, "
+        raise BadInput(f"--replay-parameters: the entries' sample_ratio x --batch-size add up to {total} unrolls, "
                          f"not --batch-size {batch_size} (ratios must sum to 1)")
     return specs
 
@@ -162,7 +164,7 @@ def check_keys_read(text: str) -> None:
         spec = {**CUSTOM_DEFAULTS, **entry}
         for key, (reader, read) in READ_ONLY_WITH.items():
             if key in entry and not read(spec):
-                raise _bad(index, entry, f"'{key}'", f"needs {reader}, else it changes nothing")
+                raise entry_error(index, entry, f"'{key}'", f"needs {reader}, else it changes nothing")
 
 
 def needs_features(spec: dict) -> bool:

@@ -15,6 +15,7 @@ import json
 import math
 import os
 
+from core.errors import BadInput
 from core.files import env_file_name
 from runtime.checkpoints import frames_on_disk
 
@@ -72,7 +73,7 @@ def choose_run_dir(args: argparse.Namespace, resumed: dict | None) -> str:
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             return unused_folder(os.path.join("runs", f"{env_file_name(args.env)}__{args.seed}__{stamp}"))
         if holds_run(given):
-            raise ValueError(f"--run-dir {given} already holds a run: continue it with --resume {given}, or name a "
+            raise BadInput(f"--run-dir {given} already holds a run: continue it with --resume {given}, or name a "
                              f"new folder")
         return given
     source, frames = resumed_run_dir(args.resume), int(resumed["frames"])
@@ -82,11 +83,11 @@ def choose_run_dir(args: argparse.Namespace, resumed: dict | None) -> str:
         return unused_folder(f"{source.rstrip(os.sep)}-from-{frames}") if branch else source
     if os.path.abspath(given) == os.path.abspath(source):
         if branch:
-            raise ValueError(f"{source} went on to {newest:.0f} frames, past the {frames} of {args.resume}: that "
+            raise BadInput(f"{source} went on to {newest:.0f} frames, past the {frames} of {args.resume}: that "
                              f"resume is a branch and writes elsewhere; leave out --run-dir or name a new folder")
         return given
     if holds_run(given):
-        raise ValueError(f"--run-dir {given} already holds a run; name a new folder for the resumed run")
+        raise BadInput(f"--run-dir {given} already holds a run; name a new folder for the resumed run")
     return given
 
 

@@ -46,7 +46,7 @@ def describe_exit(exitcode: int | None) -> str:
 
 class RestartWindow:
     """``--max-restarts``: deaths counted over the last ``seconds``; one more than ``max_restarts`` of them ends the
-    run. The supervisor counts its roles' deaths with one, the Ray backend its actors' (impala_ray.ActorFleet)."""
+    run. The supervisor counts its roles' deaths with one, the Ray backend its actors' (impala/ray_backend.py ``ActorFleet``)."""
 
     def __init__(self, max_restarts: int, seconds: float = 60.0) -> None:
         self.max_restarts, self.seconds, self.deaths = max_restarts, seconds, collections.deque()
@@ -73,7 +73,7 @@ class Supervisor:
     more than ``max_restarts`` deaths within a minute (``RestartWindow``) end the run instead (stop_reason
     ``error``). Children are started with SIGINT
     blocked, so that a Ctrl-C during their start-up (importing torch takes a while) cannot kill them before they
-    install their own handling (utils.setup_child_process).
+    install their own handling (``runtime.processes.setup_child_process``).
     """
 
     def __init__(self, ctx: BaseContext, roles: dict[str, tuple[Callable, tuple]], state: RunState, max_restarts: int,

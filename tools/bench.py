@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
+from core.cli import OneLineParser
 from core.hardware import device_for, usable_cores
 from envs.environment import EnvSettings, frames_per_step, make_env
 from impala.shm import impala_roles
@@ -48,7 +49,6 @@ from runtime.run_state import RunState
 from runtime.supervisor import Supervisor
 from shared_optim import optimizer_for
 from train import a3g_roles
-from core.cli import OneLineParser
 
 # the ``:replay`` token's --replay-parameters: configuration B of the replay comparison (docs/replay_comparison.sh)
 REPLAY = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]'

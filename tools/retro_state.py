@@ -23,9 +23,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from core.cli import OneLineParser
 from core.errors import BadInput
 from envs import retro_env
-from core.cli import OneLineParser
 
 PROG = "python -m tools.retro_state"  # how the command is run, for its messages
 

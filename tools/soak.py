@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+
 from core.cli import OneLineParser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository, where main.py is
