@@ -34,7 +34,16 @@ from core.files import atomic_write_text, env_file_name
 from core.hardware import missing_gpus
 from core.logs import file_logger
 from core.play import play_game
-from envs.environment import EnvSettings, check_env_id, env_conf_for, family, is_atari, load_env_config, make_env
+from envs.environment import (
+    EnvSettings,
+    check_env_id,
+    env_conf_for,
+    family,
+    import_packages,
+    is_atari,
+    load_env_config,
+    make_env,
+)
 from envs.recording import Monitor, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error, video_fps
 from model import RECURRENT_MODELS, build_model, describe_network
 from runtime.checkpoints import load_checkpoint
@@ -60,6 +69,9 @@ def build_parser() -> OneLineParser:
     # rl_a3c_pytorch's gym_eval.py flags: same names, short forms and meaning
     add("-ev", "--env", default=None,
         help=f"gymnasium environment id (default: {DEFAULT_ENV}, or the model's own env with --model-path)")
+    add("--gym-packages", nargs="+", default=[], metavar="MODULE",
+        help="modules to import before the environment is built, for ids they register (a model trained on "
+             "module:Id needs its module named here or in --env: a model file never makes a3g import code)")
     add("-evc", "--env-config", default=None,
         help="per-game crop settings (JSON); default: the crop stored in the model (Atari only)")
     add("-ne", "--num-episodes", type=positive_int, default=100, help="full games to play")
@@ -101,6 +113,7 @@ def build_parser() -> OneLineParser:
 
 def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, torch.nn.Module, list[str]]:
     """Returns (path, data, settings, model, notes); raises BadInput."""
+    import_packages(args.gym_packages)
     if args.env is not None:
         check_env_id(args.env)  # an unknown id (or a retro game without its ROM) fails here, before any file is read
     path = model_path(args)
@@ -110,11 +123,16 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
         raise BadInput(f"{path} does not say which environment it was trained on (no 'env' entry)")
     saved_env = env_dict["env_id"]
     if args.env is None:
+        module = saved_env.split(":", 1)[0] if ":" in saved_env else None
+        if module is not None and module not in args.gym_packages:
+            raise BadInput(f"{path} was trained on {saved_env}: give --env {saved_env} (or --gym-packages {module}) "
+                           f"to import {module} (a model file never makes a3g import code)")
         args.env = saved_env if args.model_path is not None else DEFAULT_ENV
     if saved_env != args.env:
         raise BadInput(f"{path} was trained on {saved_env}, not {args.env}")
+    env_dict = {key: value for key, value in env_dict.items() if key != "packages"}  # imports: the flags' alone
     try:
-        settings = EnvSettings(**env_dict)
+        settings = EnvSettings(**env_dict, packages=tuple(args.gym_packages))
     except TypeError as exc:
         raise BadInput(f"{path} has an unreadable 'env' entry ({exc})") from None
 

@@ -14,8 +14,10 @@ Three families of ids (``family``: atari, retro, classic), Atari's in two kinds:
 Frames are counted as emulator frames: ``frames_per_step(...)`` agent steps to frames for each family.
 """
 
+import importlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, SupportsFloat
 
@@ -42,18 +44,46 @@ except ImportError:  # pragma: no cover - ale-py is a hard requirement, but clas
 # Looking up ids and configuration
 
 
+def import_packages(names: Sequence[str]) -> None:
+    """Import the modules that register environments with gymnasium on import (``--gym-packages``, or the
+    ``module`` of ``--env module:Id``), in whichever process builds an environment."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # the user's module: any error in it is theirs to fix, said in one line
+            raise BadInput(f"cannot import {name!r}, which should register the environment ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else exc!r})") from None
+
+
+def registered_id(env_id: str) -> str:
+    """The id in gymnasium's registry: ``module:Id`` (gymnasium's syntax for an id that importing ``module``
+    registers, as ``gym.make`` takes it) imports the module first and gives ``Id``; any other id is itself."""
+    if ":" not in env_id:
+        return env_id
+    module, name = env_id.split(":", 1)
+    import_packages([module])
+    return name
+
+
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
     """gymnasium's registration of ``env_id``; an unknown id is BadInput (one line), not gymnasium's traceback."""
     try:
-        return gym.spec(env_id)
+        return gym.spec(registered_id(env_id))
+    except BadInput:
+        raise
     except Exception as exc:  # gymnasium raises several error types (NameNotFound, VersionNotFound, ...)
-        raise BadInput(f"unknown environment id {env_id!r} ({exc})") from None
+        hint = " (an id that a module of yours registers: --env module:Id, or --gym-packages module)" \
+            if ":" not in env_id else ""
+        raise BadInput(f"unknown environment id {env_id!r} ({exc}){hint}") from None
 
 
 def is_registered(env_id: str) -> bool:
+    """Whether gymnasium knows ``env_id`` (retro games are not gymnasium ids)."""
     try:
-        gym.spec(env_id)
+        gym.spec(registered_id(env_id))
         return True
+    except BadInput:
+        raise
     except Exception:
         return False
 
@@ -253,6 +283,9 @@ class EnvSettings:
     frame_size: int = 80  # Atari frames are frame_size x frame_size ...
     frame_stack: int = 1  # ... and the last frame_stack of them are stacked (the network decides both)
     retro: dict | None = None  # retro games: retro_env.resolve's action set, crop, reward scale, rules and start state
+    # --gym-packages: modules every process imports before it builds the environment. Not in as_dict, so never in a
+    # model file: a file a3g loads never makes it import code.
+    packages: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return {"env_id": self.env_id, "skip_rate": self.skip_rate, "max_episode_length": self.max_episode_length,
@@ -266,6 +299,7 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
     ``train=True`` ends an Atari episode at each lost life (the learner's view); ``train=False`` plays full games
     (the evaluator's view). Every episode is cut at ``settings.max_episode_length`` agent steps.
     """
+    import_packages(settings.packages)
     env_id = settings.env_id
     if is_retro(env_id):
         if settings.retro is None:
@@ -274,7 +308,8 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
     spec = env_spec(env_id)
     if not is_atari(env_id):
         try:
-            env = gym.make(env_id, render_mode=render_mode)
+            # render_mode only where asked for: an environment of the user's may not take the keyword
+            env = gym.make(registered_id(env_id), **({"render_mode": render_mode} if render_mode else {}))
         except Exception as exc:
             raise BadInput(f"cannot create environment {env_id!r}: {exc}") from None
         if not isinstance(env.action_space, gym.spaces.Discrete):
@@ -289,7 +324,7 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
     skip = spec.kwargs.get("frameskip", 1)
     if skip != 1 and isinstance(skip, int):
         kwargs["frameskip"] = settings.skip_rate  # v5: the emulator repeats the action; no second skip on top
-    env = gym.make(env_id, **kwargs)
+    env = gym.make(registered_id(env_id), **kwargs)
     env = NoopReset(env, noop_max=30)
     if skip == 1 and settings.skip_rate > 1:
         env = MaxAndSkip(env, skip=settings.skip_rate)

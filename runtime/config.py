@@ -26,6 +26,7 @@ from envs.environment import (
     env_conf_for,
     family,
     frames_per_step,
+    import_packages,
     is_atari,
     is_retro,
     load_env_config,
@@ -88,7 +89,11 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
 
     add = p.add_argument_group('environment', 'what is played and how its observations and rewards are prepared').add_argument
     add("-ev", "--env", default="PongNoFrameskip-v4",
-        help="gymnasium environment id, or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
+        help="gymnasium environment id (module:Id for an id that importing your module registers, as gym.make "
+             "takes it), or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
+    add("--gym-packages", nargs="+", default=[], metavar="MODULE",
+        help="modules to import in every process before the environment is built, for ids they register "
+             "(RL Zoo's flag)")
     add("-evc", "--env-config", default=ATARI_CONFIG, help="per-game crop settings (JSON; default: envs/atari.json)")
     add("--skip-rate", type=int, default=4, help="emulator frames per agent step: Atari (the emulator's own for v5 ids) and retro games")
     add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
@@ -267,10 +272,26 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
                 setattr(args, key, value)
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
+        check_imports_given(saved, explicit, args.resume)
         if "env_config" not in explicit and is_former_crop_file(args.env_config):
             args.env_config = ATARI_CONFIG  # the same crops, where this version keeps them
     check_algo_flags(args.algo, explicit)
     return args, resumed, explicit
+
+
+def check_imports_given(saved: dict, explicit: dict, source: str) -> None:
+    """A resumed run whose environment needs the user's modules imported gets them only from flags given now: a
+    file a3g loads never makes it import code."""
+    modules = list(saved.get("gym_packages") or [])
+    if ":" in str(saved.get("env", "")):
+        modules.append(saved["env"].split(":", 1)[0])
+    given = list(explicit.get("gym_packages") or [])
+    if ":" in str(explicit.get("env", "")):
+        given.append(explicit["env"].split(":", 1)[0])
+    missing = [m for m in modules if m not in given]
+    if missing:
+        raise BadInput(f"{source} builds its environment with {', '.join(missing)} imported: give --gym-packages "
+                       f"{' '.join(missing)} again (a checkpoint never makes a3g import code)")
 
 
 def is_former_crop_file(path: str) -> bool:
@@ -433,7 +454,8 @@ def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int 
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
     retro = retro_env.resolve(args.env, args.state) if is_retro(args.env) else None
-    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack, retro)
+    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack, retro,
+                           tuple(args.gym_packages))
     # Retro games: this is the parent's one emulator, closed here, before any child starts (one per process).
     env = make_env(settings, train=False)
     obs_shape, num_actions = env.observation_space.shape, env.action_space.n
@@ -448,6 +470,7 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     SystemExit(2) from the parser for malformed flags)."""
     args, resumed, given = parse_args(argv)
     args.run_dir = choose_run_dir(args, resumed)  # a folder that would mix two runs is refused here
+    import_packages(args.gym_packages)
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
     args.defaults = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
