@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import sys
+import time
 from typing import Sequence
 
 import gymnasium as gym
@@ -50,6 +51,21 @@ from runtime.checkpoints import load_checkpoint
 from runtime.run_dir import BEST_MODEL
 
 DEFAULT_ENV = "PongNoFrameskip-v4"
+PROGRESS_EVERY = 10.0  # seconds between the lines of a game still playing
+
+
+class GameProgress:
+    """``play_game``'s ``between``: a line every ``PROGRESS_EVERY`` seconds while a long game plays (an Atari game
+    can take minutes), so that the command is seen to be alive; a game shorter than that prints nothing."""
+
+    def __init__(self, name: str):
+        self.name, self.last = name, time.monotonic()
+
+    def __call__(self, length: int) -> bool:
+        if time.monotonic() - self.last >= PROGRESS_EVERY:
+            self.last = time.monotonic()
+            print(f"gym_eval.py: {self.name} still playing, {length:,} steps so far", flush=True)
+        return True
 
 
 def positive_int(text: str) -> int:
@@ -309,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 episode_return, length = play_game(env, model, device, settings.max_episode_length,
                                                    stochastic=args.stochastic, seed=args.seed if i == 0 else None,
-                                                   frame_sinks=sinks)
+                                                   frame_sinks=sinks,
+                                                   between=GameProgress(f"game {i + 1}/{args.num_episodes}"))
             finally:
                 videos = [rec.close() for rec in recorders]
             episodes.append({"return": episode_return, "length": length})

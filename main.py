@@ -40,6 +40,7 @@ from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk
 from runtime.config import validate
 from runtime.context import RunContext
 from runtime.processes import evaluator_cpu_share
+from runtime.progress import Progress
 from runtime.run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
 from runtime.run_state import RunState
 from runtime.supervisor import (
@@ -185,7 +186,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     reason, code = "error", EXIT_CRASH
     try:
         supervisor.start()
-        reason, code = supervise(args, supervisor, state, clock, save_checkpoint, log)
+        progress = Progress(args, state, clock, start_seconds, args.progress_interval)
+        reason, code = supervise(args, supervisor, state, clock, save_checkpoint, log, progress)
     except KeyboardInterrupt:
         reason, code = "interrupted", EXIT_SIGINT
     except Terminated:

@@ -234,6 +234,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
     add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
         help="write TensorBoard events into the run directory")
+    add("--progress-interval", type=float, default=10.0,
+        help="seconds between progress lines while training (frames, frames/s, percent and ETA of the limit, the "
+             "evaluator's latest mean); 0: none")
     add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
     add("--keep-checkpoints", type=int, default=3,
         help="checkpoints kept: checkpoint.pt and the previous ones as checkpoint-<frames>.pt")
@@ -355,7 +358,7 @@ def requirement(setting: str, wanted: object, value: object) -> str:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Every check of user input, up front (after ``auto`` flags are resolved); raises ValueError with a one-line
+    """Every check of user input, up front (after ``auto`` flags are resolved); raises BadInput with a one-line
     reason."""
     positive = {"--workers": args.workers, "--num-steps": args.num_steps, "--lr": args.lr,
                 "--hidden-size": args.hidden_size, "--skip-rate": args.skip_rate,
@@ -365,6 +368,8 @@ def check_args(args: argparse.Namespace) -> None:
     for flag, value in positive.items():
         if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
             raise BadInput(f"{flag} must be positive, got {value}")
+    if not (args.progress_interval >= 0 and math.isfinite(args.progress_interval)):
+        raise BadInput(f"--progress-interval must be a number of seconds >= 0, got {args.progress_interval}")
     if args.algo == "impala":
         if args.batch_size <= 0:
             raise BadInput(f"--batch-size must be positive, got {args.batch_size}")

@@ -85,6 +85,7 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
             frames = state.frames.value
             fps = (frames - start_frames) / max(elapsed, 1e-9)
             state.eval_episodes.value += 1
+            state.latest_mean.value = mean_return
             if len(scores) == args.score_window:
                 state.best_mean_return.value = max(state.best_mean_return.value, mean_return)
 

@@ -74,6 +74,7 @@ class RunState:
         self.best_return = ctx.RawValue("d", float(best_return))
         self.best_mean_return = ctx.RawValue("d", float(best_mean_return))
         self.eval_episodes = ctx.RawValue("q", int(eval_episodes))
+        self.latest_mean = ctx.RawValue("d", math.nan)  # the mean of the latest --score-window games (progress line)
         # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
         self.losses = ctx.RawArray("d", 4)
         self.losses[:] = [math.nan] * 4  # NaN until the first update: nothing to log before it
