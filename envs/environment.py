@@ -26,7 +26,7 @@ import numpy as np
 
 from core.errors import BadInput
 from envs import retro_env
-from envs.frames import FrameStack, NormalizedEnv, ScreenFrame
+from envs.frames import NormalizedEnv, ScreenFrame, stack_frames
 
 ATARI_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "atari.json")  # per-game crops
 
@@ -163,11 +163,15 @@ def env_conf_for(env_id: str, config: dict) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Atari wrappers
+# Atari wrappers. gymnasium's AtariPreprocessing does no-op starts, frame-skip with a max, gray and resize as one
+# block with a fixed crop-free resize; a3g keeps rl_a3c_pytorch's per-game crops and needs the parts apart (v5 ids
+# skip in the emulator, life loss is for training only), so these stay a3g's own; the rest is gymnasium's
+# (TimeLimit, DtypeObservation, FrameStackObservation, TransformReward).
 
 
 class NoopReset(gym.Wrapper):
-    """Start each game after a random number (1..noop_max) of no-ops, so that starts differ."""
+    """Start each game after a random number (1..noop_max) of no-ops, so that starts differ (gymnasium has no
+    wrapper of its own for it outside AtariPreprocessing)."""
 
     def __init__(self, env: gym.Env, noop_max: int = 30):
         super().__init__(env)
@@ -184,7 +188,9 @@ class NoopReset(gym.Wrapper):
 
 
 class MaxAndSkip(gym.Wrapper):
-    """Repeat the action ``skip`` frames, sum the rewards, observe the max of the last two frames."""
+    """Repeat the action ``skip`` frames, sum the rewards, observe the max of the last two frames. An episode that
+    ends inside the repeat returns its last frame, not a max with a frame of the finished episode (gymnasium's
+    MaxAndSkipObservation maxes whatever the buffer holds)."""
 
     def __init__(self, env: gym.Env, skip: int = 4):
         super().__init__(env)
@@ -206,7 +212,8 @@ class MaxAndSkip(gym.Wrapper):
 
 
 class EpisodicLife(gym.Wrapper):
-    """Training only: a lost life ends the episode for the learner, but the game goes on at the next reset."""
+    """Training only: a lost life ends the episode for the learner, but the game goes on at the next reset
+    (gymnasium has no such wrapper; ``game_over`` tells a finished game from a lost life)."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -235,7 +242,7 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireReset(gym.Wrapper):
-    """Press FIRE after a reset, for games that wait for it before play starts."""
+    """Press FIRE after a reset, for games that wait for it before play starts (no gymnasium twin)."""
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         self.env.reset(**kwargs)
@@ -246,20 +253,6 @@ class FireReset(gym.Wrapper):
         if terminated or truncated:
             obs, info = self.env.reset(**kwargs)
         return obs, info
-
-
-class Float32Observation(gym.ObservationWrapper):
-    """Vector observations (classic control) as float32, the dtype the networks take."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        space = env.observation_space
-        self.observation_space = gym.spaces.Box(
-            space.low.astype(np.float32), space.high.astype(np.float32), space.shape, dtype=np.float32
-        )
-
-    def observation(self, observation: np.ndarray) -> np.ndarray:
-        return np.asarray(observation, dtype=np.float32)
 
 
 def atari_box(conf: dict, size: int) -> tuple[tuple[int, int], tuple[int, int], int, tuple[int, int] | None]:
@@ -316,7 +309,7 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
             raise BadInput(f"{env_id} has a {type(env.action_space).__name__} action space; a3g needs Discrete")
         if not isinstance(env.observation_space, gym.spaces.Box) or len(env.observation_space.shape) != 1:
             raise BadInput(f"{env_id}: only flat vector observations or Atari frames are supported")
-        env = Float32Observation(env)
+        env = gym.wrappers.DtypeObservation(env, np.float32)
         return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
 
     conf = settings.crop or {"crop1": 34, "crop2": 34, "dimension2": 80}
@@ -335,6 +328,6 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
     env = ScreenFrame(env, *atari_box(conf, settings.frame_size))
     env = NormalizedEnv(env)
     if settings.frame_stack > 1:
-        env = FrameStack(env, settings.frame_stack)
+        env = stack_frames(env, settings.frame_stack)
     # outermost, so that it counts agent steps only; in training (as in rl_a3c_pytorch) it cuts learner episodes
     return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

@@ -112,15 +112,35 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-w", "--workers", type=int, default=usable_cores(), help="training processes (default: CPU cores)")
     add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
         help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
+    add("--envs-per-worker", type=auto_or(int), default=AUTO,
+        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
+             "GPUs, 4 for classic control")
+    add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
+    add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
+    add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
+        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
+    add("--max-grad-norm", "--grad-norm-clipping", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
+    add("--max-nonfinite", type=int, default=100,
+        help="non-finite updates in a row (each skipped) after which the run stops as diverged")
+    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
+    add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
+        help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
+
+    add = p.add_argument_group('network').add_argument
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
         help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlp for "
              "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
     add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
         help="LSTM hidden size (a3clstm, mlplstm) or the width of mlp's layers; auto: 512 for a3clstm, 64 for "
              "mlp/mlplstm")
-    add("--envs-per-worker", type=auto_or(int), default=AUTO,
-        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
-             "GPUs, 4 for classic control")
+    add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
+        help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
+             "less exact); auto: on for Atari on a "
+             "CPU-only machine whose CPU has native bf16, else off")
+    add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
+        help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
+
+    add = p.add_argument_group('optimizer').add_argument
     add("-l", "--lr", type=auto_or(float), default=AUTO,
         help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlp/mlplstm")
     add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
@@ -132,22 +152,6 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="RMSprop's smoothing constant (TorchBeast's --alpha; needs --optimizer RMSprop)")
     add("--momentum", type=float, default=0.0,
         help="RMSprop's momentum (TorchBeast's --momentum; needs --optimizer RMSprop)")
-    add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
-    add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
-        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
-    add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
-    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
-    add("--max-grad-norm", "--grad-norm-clipping", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
-    add("--max-nonfinite", type=int, default=100,
-        help="non-finite updates in a row (each skipped) after which the run stops as diverged")
-    add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
-        help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
-             "less exact); auto: on for Atari on a "
-             "CPU-only machine whose CPU has native bf16, else off")
-    add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
-        help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
-    add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
-        help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
 
     add = p.add_argument_group('A3G', '--algo a3g only').add_argument
     add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
