@@ -310,7 +310,8 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
         if not isinstance(env.observation_space, gym.spaces.Box) or len(env.observation_space.shape) != 1:
             raise BadInput(f"{env_id}: only flat vector observations or Atari frames are supported")
         env = gym.wrappers.DtypeObservation(env, np.float32)
-        return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
+        env = gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
+        return gym.wrappers.RecordEpisodeStatistics(env) if train else env
 
     conf = settings.crop or {"crop1": 34, "crop2": 34, "dimension2": 80}
     kwargs = {"obs_type": "grayscale", "render_mode": render_mode}
@@ -322,6 +323,9 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
     if skip == 1 and settings.skip_rate > 1:
         env = MaxAndSkip(env, skip=settings.skip_rate)
     if train:
+        # the game's own return and length in agent steps (info["episode"] at a game's end), outside the repeat
+        # and inside the life-loss episodes, so that a game is counted whole, with its points as the game scores
+        env = gym.wrappers.RecordEpisodeStatistics(env)
         env = EpisodicLife(env)
     if "FIRE" in env.unwrapped.get_action_meanings():
         env = FireReset(env)

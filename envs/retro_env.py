@@ -262,6 +262,8 @@ def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) ->
     env = RetroSkip(env, settings.skip_rate)
     if conf.get("rules"):
         env = game_rules(conf["rules"])(env)
+    if train:  # a game's points and length in agent steps, before the training reward's scale
+        env = gym.wrappers.RecordEpisodeStatistics(env)
     if train and conf.get("reward_scale", 1.0) != 1.0:
         scale = conf["reward_scale"]  # training only, before the worker's clipping: points that come in hundreds
         env = gym.wrappers.TransformReward(env, lambda reward: reward * scale)

@@ -238,6 +238,10 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
     add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
         help="write TensorBoard events into the run directory")
+    add("--log-interval", type=float, default=5.0,
+        help="seconds between TensorBoard's training curves: training games, losses, frames/s")
+    add("--histogram-interval", type=float, default=60.0,
+        help="seconds between TensorBoard histograms of the weights; 0: none")
     add("--progress-interval", type=float, default=10.0,
         help="seconds between progress lines while training (frames, frames/s, percent and ETA of the limit, the "
              "evaluator's latest mean); 0: none")
@@ -372,8 +376,10 @@ def check_args(args: argparse.Namespace) -> None:
     for flag, value in positive.items():
         if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
             raise BadInput(f"{flag} must be positive, got {value}")
-    if not (args.progress_interval >= 0 and math.isfinite(args.progress_interval)):
-        raise BadInput(f"--progress-interval must be a number of seconds >= 0, got {args.progress_interval}")
+    for flag, value in (("--progress-interval", args.progress_interval), ("--log-interval", args.log_interval),
+                        ("--histogram-interval", args.histogram_interval)):
+        if not (value >= 0 and math.isfinite(value)):
+            raise BadInput(f"{flag} must be a number of seconds >= 0, got {value}")
     if args.algo == "impala":
         if args.batch_size <= 0:
             raise BadInput(f"--batch-size must be positive, got {args.batch_size}")
