@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import sys
+import time
 from typing import Sequence
 
 import gymnasium as gym
@@ -34,13 +35,37 @@ from core.files import atomic_write_text, env_file_name
 from core.hardware import missing_gpus
 from core.logs import file_logger
 from core.play import play_game
-from envs.environment import EnvSettings, check_env_id, env_conf_for, family, is_atari, load_env_config, make_env
+from envs.environment import (
+    EnvSettings,
+    check_env_id,
+    env_conf_for,
+    family,
+    import_packages,
+    is_atari,
+    load_env_config,
+    make_env,
+)
 from envs.recording import Monitor, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error, video_fps
 from model import RECURRENT_MODELS, build_model, describe_network
 from runtime.checkpoints import load_checkpoint
 from runtime.run_dir import BEST_MODEL
 
 DEFAULT_ENV = "PongNoFrameskip-v4"
+PROGRESS_EVERY = 10.0  # seconds between the lines of a game still playing
+
+
+class GameProgress:
+    """``play_game``'s ``between``: a line every ``PROGRESS_EVERY`` seconds while a long game plays (an Atari game
+    can take minutes), so that the command is seen to be alive; a game shorter than that prints nothing."""
+
+    def __init__(self, name: str):
+        self.name, self.last = name, time.monotonic()
+
+    def __call__(self, length: int) -> bool:
+        if time.monotonic() - self.last >= PROGRESS_EVERY:
+            self.last = time.monotonic()
+            print(f"gym_eval.py: {self.name} still playing, {length:,} steps so far", flush=True)
+        return True
 
 
 def positive_int(text: str) -> int:
@@ -60,6 +85,9 @@ def build_parser() -> OneLineParser:
     # rl_a3c_pytorch's gym_eval.py flags: same names, short forms and meaning
     add("-ev", "--env", default=None,
         help=f"gymnasium environment id (default: {DEFAULT_ENV}, or the model's own env with --model-path)")
+    add("--gym-packages", nargs="+", default=[], metavar="MODULE",
+        help="modules to import before the environment is built, for ids they register (a model trained on "
+             "module:Id needs its module named here or in --env: a model file never makes a3g import code)")
     add("-evc", "--env-config", default=None,
         help="per-game crop settings (JSON); default: the crop stored in the model (Atari only)")
     add("-ne", "--num-episodes", type=positive_int, default=100, help="full games to play")
@@ -101,6 +129,7 @@ def build_parser() -> OneLineParser:
 
 def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, torch.nn.Module, list[str]]:
     """Returns (path, data, settings, model, notes); raises BadInput."""
+    import_packages(args.gym_packages)
     if args.env is not None:
         check_env_id(args.env)  # an unknown id (or a retro game without its ROM) fails here, before any file is read
     path = model_path(args)
@@ -110,11 +139,16 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
         raise BadInput(f"{path} does not say which environment it was trained on (no 'env' entry)")
     saved_env = env_dict["env_id"]
     if args.env is None:
+        module = saved_env.split(":", 1)[0] if ":" in saved_env else None
+        if module is not None and module not in args.gym_packages:
+            raise BadInput(f"{path} was trained on {saved_env}: give --env {saved_env} (or --gym-packages {module}) "
+                           f"to import {module} (a model file never makes a3g import code)")
         args.env = saved_env if args.model_path is not None else DEFAULT_ENV
     if saved_env != args.env:
         raise BadInput(f"{path} was trained on {saved_env}, not {args.env}")
+    env_dict = {key: value for key, value in env_dict.items() if key != "packages"}  # imports: the flags' alone
     try:
-        settings = EnvSettings(**env_dict)
+        settings = EnvSettings(**env_dict, packages=tuple(args.gym_packages))
     except TypeError as exc:
         raise BadInput(f"{path} has an unreadable 'env' entry ({exc})") from None
 
@@ -291,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 episode_return, length = play_game(env, model, device, settings.max_episode_length,
                                                    stochastic=args.stochastic, seed=args.seed if i == 0 else None,
-                                                   frame_sinks=sinks)
+                                                   frame_sinks=sinks,
+                                                   between=GameProgress(f"game {i + 1}/{args.num_episodes}"))
             finally:
                 videos = [rec.close() for rec in recorders]
             episodes.append({"return": episode_return, "length": length})

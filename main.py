@@ -40,6 +40,7 @@ from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk
 from runtime.config import validate
 from runtime.context import RunContext
 from runtime.processes import evaluator_cpu_share
+from runtime.progress import Progress
 from runtime.run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
 from runtime.run_state import RunState
 from runtime.supervisor import (
@@ -50,6 +51,7 @@ from runtime.supervisor import (
     stop_resource_tracker,
     supervise,
 )
+from runtime.tensorboard_log import TrainingLog
 from shared_optim import hyperparameters, optimizer_for
 from train import a3g_roles
 
@@ -183,9 +185,19 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
         roles = a3g_roles(context)
     supervisor = Supervisor(ctx, roles, state, args.max_restarts, log)
     reason, code = "error", EXIT_CRASH
+    training_log = None
     try:
         supervisor.start()
-        reason, code = supervise(args, supervisor, state, clock, save_checkpoint, log)
+        progress = Progress(args, state, clock, start_seconds, args.progress_interval)
+        if args.tensorboard_logger:
+            training_log = TrainingLog(args, state, shared_model, meta, clock, log)
+
+        def on_each_look():
+            progress()
+            if training_log is not None:
+                training_log()
+
+        reason, code = supervise(args, supervisor, state, clock, save_checkpoint, log, on_each_look)
     except KeyboardInterrupt:
         reason, code = "interrupted", EXIT_SIGINT
     except Terminated:
@@ -197,6 +209,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
         if reason == "interrupted":
             print("a3g: stopping (saving state)...", file=sys.stderr, flush=True)
         supervisor.stop()
+        if training_log is not None:
+            training_log.close()
         saved = save_checkpoint()
         summary = {
             "frames": int(state.frames.value),

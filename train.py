@@ -186,6 +186,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
         if not applied:
             hx, cx = model.initial_state(batch, device)  # the recurrent state may be non-finite too
         state.add(rank, frames_per_rollout, rollout.games)
+        state.record_games(rank, envs.take_finished())
         updates += 1
         if rank == 0:  # per-step figures for TensorBoard (the evaluator writes them)
             state.losses[:] = [policy_loss.item() / num_steps, value_loss.item() / num_steps,

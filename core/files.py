@@ -15,8 +15,8 @@ from core.faults import injected_fault
 
 
 def env_file_name(env_id: str) -> str:
-    """``ALE/Pong-v5`` -> ``ALE-Pong-v5``: env ids as file names."""
-    return env_id.replace("/", "-")
+    """``ALE/Pong-v5`` -> ``ALE-Pong-v5``, ``mypkg:MyEnv-v0`` -> ``mypkg-MyEnv-v0``: env ids as file names."""
+    return env_id.replace("/", "-").replace(":", "-")
 
 
 def _atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object],

@@ -14,8 +14,10 @@ Three families of ids (``family``: atari, retro, classic), Atari's in two kinds:
 Frames are counted as emulator frames: ``frames_per_step(...)`` agent steps to frames for each family.
 """
 
+import importlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, SupportsFloat
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from core.errors import BadInput
 from envs import retro_env
-from envs.frames import FrameStack, NormalizedEnv, ScreenFrame
+from envs.frames import NormalizedEnv, ScreenFrame, stack_frames
 
 ATARI_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "atari.json")  # per-game crops
 
@@ -42,18 +44,46 @@ except ImportError:  # pragma: no cover - ale-py is a hard requirement, but clas
 # Looking up ids and configuration
 
 
+def import_packages(names: Sequence[str]) -> None:
+    """Import the modules that register environments with gymnasium on import (``--gym-packages``, or the
+    ``module`` of ``--env module:Id``), in whichever process builds an environment."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # the user's module: any error in it is theirs to fix, said in one line
+            raise BadInput(f"cannot import {name!r}, which should register the environment ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else exc!r})") from None
+
+
+def registered_id(env_id: str) -> str:
+    """The id in gymnasium's registry: ``module:Id`` (gymnasium's syntax for an id that importing ``module``
+    registers, as ``gym.make`` takes it) imports the module first and gives ``Id``; any other id is itself."""
+    if ":" not in env_id:
+        return env_id
+    module, name = env_id.split(":", 1)
+    import_packages([module])
+    return name
+
+
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
     """gymnasium's registration of ``env_id``; an unknown id is BadInput (one line), not gymnasium's traceback."""
     try:
-        return gym.spec(env_id)
+        return gym.spec(registered_id(env_id))
+    except BadInput:
+        raise
     except Exception as exc:  # gymnasium raises several error types (NameNotFound, VersionNotFound, ...)
-        raise BadInput(f"unknown environment id {env_id!r} ({exc})") from None
+        hint = " (an id that a module of yours registers: --env module:Id, or --gym-packages module)" \
+            if ":" not in env_id else ""
+        raise BadInput(f"unknown environment id {env_id!r} ({exc}){hint}") from None
 
 
 def is_registered(env_id: str) -> bool:
+    """Whether gymnasium knows ``env_id`` (retro games are not gymnasium ids)."""
     try:
-        gym.spec(env_id)
+        gym.spec(registered_id(env_id))
         return True
+    except BadInput:
+        raise
     except Exception:
         return False
 
@@ -133,11 +163,15 @@ def env_conf_for(env_id: str, config: dict) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Atari wrappers
+# Atari wrappers. gymnasium's AtariPreprocessing does no-op starts, frame-skip with a max, gray and resize as one
+# block with a fixed crop-free resize; a3g keeps rl_a3c_pytorch's per-game crops and needs the parts apart (v5 ids
+# skip in the emulator, life loss is for training only), so these stay a3g's own; the rest is gymnasium's
+# (TimeLimit, DtypeObservation, FrameStackObservation, TransformReward).
 
 
 class NoopReset(gym.Wrapper):
-    """Start each game after a random number (1..noop_max) of no-ops, so that starts differ."""
+    """Start each game after a random number (1..noop_max) of no-ops, so that starts differ (gymnasium has no
+    wrapper of its own for it outside AtariPreprocessing)."""
 
     def __init__(self, env: gym.Env, noop_max: int = 30):
         super().__init__(env)
@@ -154,7 +188,9 @@ class NoopReset(gym.Wrapper):
 
 
 class MaxAndSkip(gym.Wrapper):
-    """Repeat the action ``skip`` frames, sum the rewards, observe the max of the last two frames."""
+    """Repeat the action ``skip`` frames, sum the rewards, observe the max of the last two frames. An episode that
+    ends inside the repeat returns its last frame, not a max with a frame of the finished episode (gymnasium's
+    MaxAndSkipObservation maxes whatever the buffer holds)."""
 
     def __init__(self, env: gym.Env, skip: int = 4):
         super().__init__(env)
@@ -176,7 +212,8 @@ class MaxAndSkip(gym.Wrapper):
 
 
 class EpisodicLife(gym.Wrapper):
-    """Training only: a lost life ends the episode for the learner, but the game goes on at the next reset."""
+    """Training only: a lost life ends the episode for the learner, but the game goes on at the next reset
+    (gymnasium has no such wrapper; ``game_over`` tells a finished game from a lost life)."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -205,7 +242,7 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireReset(gym.Wrapper):
-    """Press FIRE after a reset, for games that wait for it before play starts."""
+    """Press FIRE after a reset, for games that wait for it before play starts (no gymnasium twin)."""
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         self.env.reset(**kwargs)
@@ -216,20 +253,6 @@ class FireReset(gym.Wrapper):
         if terminated or truncated:
             obs, info = self.env.reset(**kwargs)
         return obs, info
-
-
-class Float32Observation(gym.ObservationWrapper):
-    """Vector observations (classic control) as float32, the dtype the networks take."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        space = env.observation_space
-        self.observation_space = gym.spaces.Box(
-            space.low.astype(np.float32), space.high.astype(np.float32), space.shape, dtype=np.float32
-        )
-
-    def observation(self, observation: np.ndarray) -> np.ndarray:
-        return np.asarray(observation, dtype=np.float32)
 
 
 def atari_box(conf: dict, size: int) -> tuple[tuple[int, int], tuple[int, int], int, tuple[int, int] | None]:
@@ -253,6 +276,9 @@ class EnvSettings:
     frame_size: int = 80  # Atari frames are frame_size x frame_size ...
     frame_stack: int = 1  # ... and the last frame_stack of them are stacked (the network decides both)
     retro: dict | None = None  # retro games: retro_env.resolve's action set, crop, reward scale, rules and start state
+    # --gym-packages: modules every process imports before it builds the environment. Not in as_dict, so never in a
+    # model file: a file a3g loads never makes it import code.
+    packages: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         return {"env_id": self.env_id, "skip_rate": self.skip_rate, "max_episode_length": self.max_episode_length,
@@ -266,6 +292,7 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
     ``train=True`` ends an Atari episode at each lost life (the learner's view); ``train=False`` plays full games
     (the evaluator's view). Every episode is cut at ``settings.max_episode_length`` agent steps.
     """
+    import_packages(settings.packages)
     env_id = settings.env_id
     if is_retro(env_id):
         if settings.retro is None:
@@ -274,32 +301,37 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
     spec = env_spec(env_id)
     if not is_atari(env_id):
         try:
-            env = gym.make(env_id, render_mode=render_mode)
+            # render_mode only where asked for: an environment of the user's may not take the keyword
+            env = gym.make(registered_id(env_id), **({"render_mode": render_mode} if render_mode else {}))
         except Exception as exc:
             raise BadInput(f"cannot create environment {env_id!r}: {exc}") from None
         if not isinstance(env.action_space, gym.spaces.Discrete):
             raise BadInput(f"{env_id} has a {type(env.action_space).__name__} action space; a3g needs Discrete")
         if not isinstance(env.observation_space, gym.spaces.Box) or len(env.observation_space.shape) != 1:
             raise BadInput(f"{env_id}: only flat vector observations or Atari frames are supported")
-        env = Float32Observation(env)
-        return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
+        env = gym.wrappers.DtypeObservation(env, np.float32)
+        env = gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
+        return gym.wrappers.RecordEpisodeStatistics(env) if train else env
 
     conf = settings.crop or {"crop1": 34, "crop2": 34, "dimension2": 80}
     kwargs = {"obs_type": "grayscale", "render_mode": render_mode}
     skip = spec.kwargs.get("frameskip", 1)
     if skip != 1 and isinstance(skip, int):
         kwargs["frameskip"] = settings.skip_rate  # v5: the emulator repeats the action; no second skip on top
-    env = gym.make(env_id, **kwargs)
+    env = gym.make(registered_id(env_id), **kwargs)
     env = NoopReset(env, noop_max=30)
     if skip == 1 and settings.skip_rate > 1:
         env = MaxAndSkip(env, skip=settings.skip_rate)
     if train:
+        # the game's own return and length in agent steps (info["episode"] at a game's end), outside the repeat
+        # and inside the life-loss episodes, so that a game is counted whole, with its points as the game scores
+        env = gym.wrappers.RecordEpisodeStatistics(env)
         env = EpisodicLife(env)
     if "FIRE" in env.unwrapped.get_action_meanings():
         env = FireReset(env)
     env = ScreenFrame(env, *atari_box(conf, settings.frame_size))
     env = NormalizedEnv(env)
     if settings.frame_stack > 1:
-        env = FrameStack(env, settings.frame_stack)
+        env = stack_frames(env, settings.frame_stack)
     # outermost, so that it counts agent steps only; in training (as in rl_a3c_pytorch) it cuts learner episodes
     return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

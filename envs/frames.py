@@ -1,8 +1,7 @@
 """The pixel pipeline that Atari and retro games share: a screen cropped, turned gray, resized and scaled
 (``process_frame``, ``ScreenFrame``), a running normalisation (``NormalizedEnv``) and a stack of the last frames
-(``FrameStack``)."""
+(``stack_frames``, gymnasium's frame stack)."""
 
-from typing import Any, SupportsFloat
 
 import cv2
 import gymnasium as gym
@@ -39,29 +38,15 @@ class ScreenFrame(gym.ObservationWrapper):
         return process_frame(observation, *self.box)
 
 
-class FrameStack(gym.Wrapper):
+def stack_frames(env: gym.Env, k: int) -> gym.Env:
     """The last ``k`` frames along the channel axis, ``[k, H, W]``, for feed-forward networks; a reset fills the
-    stack with the first frame."""
-
-    def __init__(self, env: gym.Env, k: int):
-        super().__init__(env)
-        shape = env.observation_space.shape
-        self.frames = np.zeros((k,) + shape[1:], dtype=np.float32)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.frames.shape, dtype=np.float32)
-
-    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
-        obs, info = self.env.reset(**kwargs)
-        self.frames[:] = obs[0]
-        return self.frames.copy(), info
-
-    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.frames[:-1] = self.frames[1:]
-        self.frames[-1] = obs[0]
-        return self.frames.copy(), reward, terminated, truncated, info
+    stack with the first frame. gymnasium's ``FrameStackObservation`` (reset padding) stacks the ``[1, H, W]``
+    frames as ``[k, 1, H, W]``; ``ReshapeObservation`` drops the single channel."""
+    stacked = gym.wrappers.FrameStackObservation(env, k, padding_type="reset")
+    return gym.wrappers.ReshapeObservation(stacked, (k, *env.observation_space.shape[1:]))
 
 
-class NormalizedEnv(gym.ObservationWrapper):
+class NormalizedEnv(gym.ObservationWrapper):  # gymnasium's NormalizeObservation is per element, not per frame
     """Running (bias-corrected, exponentially weighted) mean and std of the frame, as rl_a3c_pytorch normalises."""
 
     def __init__(self, env: gym.Env, alpha: float = 0.9999):

@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 
 from core.errors import BadInput
-from envs.frames import FrameStack, NormalizedEnv, ScreenFrame
+from envs.frames import NormalizedEnv, ScreenFrame, stack_frames
 
 if TYPE_CHECKING:  # environment.py imports this module: no import of it at run time
     from envs.environment import EnvSettings
@@ -228,18 +228,6 @@ class RetroSkip(gym.Wrapper):
         return obs, total, terminated, truncated, info
 
 
-class RewardScale(gym.RewardWrapper):
-    """Training only: rewards times ``scale`` (before the worker's clipping), for games whose points come in
-    hundreds."""
-
-    def __init__(self, env: gym.Env, scale: float):
-        super().__init__(env)
-        self.scale = scale
-
-    def reward(self, reward: float) -> float:
-        return reward * self.scale
-
-
 def game_rules(name: str) -> type[gym.Wrapper]:
     """The wrapper class of a game's ``rules`` entry in retro_games.json."""
     if name == "mario_kart":
@@ -274,10 +262,13 @@ def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) ->
     env = RetroSkip(env, settings.skip_rate)
     if conf.get("rules"):
         env = game_rules(conf["rules"])(env)
+    if train:  # a game's points and length in agent steps, before the training reward's scale
+        env = gym.wrappers.RecordEpisodeStatistics(env)
     if train and conf.get("reward_scale", 1.0) != 1.0:
-        env = RewardScale(env, conf["reward_scale"])
+        scale = conf["reward_scale"]  # training only, before the worker's clipping: points that come in hundreds
+        env = gym.wrappers.TransformReward(env, lambda reward: reward * scale)
     env = ScreenFrame(env, *retro_box(conf["crop"], *env.observation_space.shape[:2], settings.frame_size))
     env = NormalizedEnv(env)
     if settings.frame_stack > 1:
-        env = FrameStack(env, settings.frame_stack)
+        env = stack_frames(env, settings.frame_stack)
     return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

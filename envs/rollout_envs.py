@@ -20,6 +20,7 @@ class RolloutEnvs:
         self.dones = np.zeros(count, dtype=np.float32)
         self.truncated = np.zeros(count, dtype=bool)  # cut by a time limit, not ended by the game
         self.final_obs = np.zeros_like(self.first_obs)  # their last observation, to bootstrap from
+        self.finished: list[tuple[float, int]] = []  # (return, length) of the games finished since take_finished
 
     def step(self, actions: np.ndarray, obs_out: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Step every env, writing observations into ``obs_out``; returns (rewards, dones, finished games).
@@ -27,7 +28,9 @@ class RolloutEnvs:
         a time limit (``self.truncated``) the observation they were cut at is in ``self.final_obs``."""
         games = 0
         for j, env in enumerate(self.envs):
-            obs, reward, terminated, truncated, _ = env.step(int(actions[j]))
+            obs, reward, terminated, truncated, info = env.step(int(actions[j]))
+            if "episode" in info:  # gymnasium's RecordEpisodeStatistics: a whole game ended, with its own points
+                self.finished.append((float(info["episode"]["r"]), int(info["episode"]["l"])))
             done = terminated or truncated
             self.truncated[j] = truncated and not terminated
             if done:
@@ -40,3 +43,8 @@ class RolloutEnvs:
             self.rewards[j] = max(-1.0, min(1.0, reward)) if self.clip_rewards else reward
             self.dones[j] = done
         return self.rewards, self.dones, games
+
+    def take_finished(self) -> list[tuple[float, int]]:
+        """The (return, length) of each game finished since the last call, for the training-episode curves."""
+        finished, self.finished = self.finished, []
+        return finished

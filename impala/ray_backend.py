@@ -245,13 +245,14 @@ class Actor:
                              args.bf16)
         self.where = (ray.get_runtime_context().get_node_id(), socket.gethostname(), os.getpid())
 
-    def unroll(self, version: int,
-               box: list[ray.ObjectRef]) -> tuple[dict[str, np.ndarray], int, int, tuple[str, str, int]]:
+    def unroll(self, version: int, box: list[ray.ObjectRef]
+               ) -> tuple[dict[str, np.ndarray], int, int, tuple[str, str, int], list[tuple[float, int]]]:
         """One unroll with the weights of ``version`` (or newer): numpy arrays (``Acting.unroll``'s layout), the
-        version that acted, the games finished, and where this actor runs."""
+        version that acted, the games finished, where this actor runs, and the finished games' (return, length)."""
         self.weights.offer(version, box)
         unroll, acted, games = self.acting.unroll()
-        return {key: tensor.numpy() for key, tensor in unroll.items()}, acted, games, self.where
+        return ({key: tensor.numpy() for key, tensor in unroll.items()}, acted, games, self.where,
+                self.acting.envs.take_finished())
 
 
 class ActorFleet:
@@ -283,7 +284,7 @@ class ActorFleet:
 
     def collect(self, timeout: float) -> list[tuple[int, dict[str, np.ndarray], int, int]]:
         """The unrolls that arrive within ``timeout`` seconds (all that are there, once one is): ``(rank, arrays,
-        version, games)`` each."""
+        version, games)`` each; the finished games' returns and lengths go into the run state's ring."""
         waiting = list(self.calls)
         ready, _ = ray.wait(waiting, num_returns=1, timeout=timeout)
         if ready:
@@ -294,7 +295,7 @@ class ActorFleet:
             if rank is None:  # a call of an actor replaced meanwhile
                 continue
             try:
-                arrays, version, games, where = ray.get(ref)
+                arrays, version, games, where, finished = ray.get(ref)
             except ray.exceptions.RayError as exc:
                 self.replace(rank, exc)
                 continue
@@ -302,6 +303,7 @@ class ActorFleet:
                 self.placed.add(rank)
                 self.log(f"actor {rank} runs on Ray node {where[0]} (host {where[1]}, pid {where[2]})")
             self.idle.append(rank)
+            self.state.record_games(rank, finished)
             arrived.append((rank, arrays, version, games))
         return arrived
 

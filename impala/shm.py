@@ -169,6 +169,7 @@ def actor(rank: int, run: RunContext, store: UnrollStore, weights: SharedWeights
             store.write(slots, unroll)
             store.commit(slots, version)
             state.add(rank, acting.frames, games)
+            state.record_games(rank, acting.envs.take_finished())
     except InferenceStopped:  # the run stopped while this actor waited for the inference server
         pass
 

@@ -26,6 +26,7 @@ from envs.environment import (
     env_conf_for,
     family,
     frames_per_step,
+    import_packages,
     is_atari,
     is_retro,
     load_env_config,
@@ -88,7 +89,11 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
 
     add = p.add_argument_group('environment', 'what is played and how its observations and rewards are prepared').add_argument
     add("-ev", "--env", default="PongNoFrameskip-v4",
-        help="gymnasium environment id, or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
+        help="gymnasium environment id (module:Id for an id that importing your module registers, as gym.make "
+             "takes it), or a stable-retro game <Game>-<System>-v0 whose ROM is imported")
+    add("--gym-packages", nargs="+", default=[], metavar="MODULE",
+        help="modules to import in every process before the environment is built, for ids they register "
+             "(RL Zoo's flag)")
     add("-evc", "--env-config", default=ATARI_CONFIG, help="per-game crop settings (JSON; default: envs/atari.json)")
     add("--skip-rate", type=int, default=4, help="emulator frames per agent step: Atari (the emulator's own for v5 ids) and retro games")
     add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
@@ -107,15 +112,35 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-w", "--workers", type=int, default=usable_cores(), help="training processes (default: CPU cores)")
     add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
         help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
+    add("--envs-per-worker", type=auto_or(int), default=AUTO,
+        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
+             "GPUs, 4 for classic control")
+    add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
+    add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
+    add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
+        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
+    add("--max-grad-norm", "--grad-norm-clipping", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
+    add("--max-nonfinite", type=int, default=100,
+        help="non-finite updates in a row (each skipped) after which the run stops as diverged")
+    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
+    add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
+        help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
+
+    add = p.add_argument_group('network').add_argument
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
         help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlp for "
              "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
     add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
         help="LSTM hidden size (a3clstm, mlplstm) or the width of mlp's layers; auto: 512 for a3clstm, 64 for "
              "mlp/mlplstm")
-    add("--envs-per-worker", type=auto_or(int), default=AUTO,
-        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
-             "GPUs, 4 for classic control")
+    add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
+        help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
+             "less exact); auto: on for Atari on a "
+             "CPU-only machine whose CPU has native bf16, else off")
+    add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
+        help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
+
+    add = p.add_argument_group('optimizer').add_argument
     add("-l", "--lr", type=auto_or(float), default=AUTO,
         help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlp/mlplstm")
     add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
@@ -127,22 +152,6 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="RMSprop's smoothing constant (TorchBeast's --alpha; needs --optimizer RMSprop)")
     add("--momentum", type=float, default=0.0,
         help="RMSprop's momentum (TorchBeast's --momentum; needs --optimizer RMSprop)")
-    add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
-    add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
-        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
-    add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
-    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
-    add("--max-grad-norm", "--grad-norm-clipping", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
-    add("--max-nonfinite", type=int, default=100,
-        help="non-finite updates in a row (each skipped) after which the run stops as diverged")
-    add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
-        help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
-             "less exact); auto: on for Atari on a "
-             "CPU-only machine whose CPU has native bf16, else off")
-    add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
-        help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
-    add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
-        help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
 
     add = p.add_argument_group('A3G', '--algo a3g only').add_argument
     add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
@@ -229,6 +238,13 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_log")
     add("-tl", "--tensorboard-logger", action=argparse.BooleanOptionalAction, default=True,
         help="write TensorBoard events into the run directory")
+    add("--log-interval", type=float, default=5.0,
+        help="seconds between TensorBoard's training curves: training games, losses, frames/s")
+    add("--histogram-interval", type=float, default=60.0,
+        help="seconds between TensorBoard histograms of the weights; 0: none")
+    add("--progress-interval", type=float, default=10.0,
+        help="seconds between progress lines while training (frames, frames/s, percent and ETA of the limit, the "
+             "evaluator's latest mean); 0: none")
     add("--checkpoint-interval", type=float, default=300.0, help="seconds between checkpoint.pt saves")
     add("--keep-checkpoints", type=int, default=3,
         help="checkpoints kept: checkpoint.pt and the previous ones as checkpoint-<frames>.pt")
@@ -267,10 +283,26 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
                 setattr(args, key, value)
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
+        check_imports_given(saved, explicit, args.resume)
         if "env_config" not in explicit and is_former_crop_file(args.env_config):
             args.env_config = ATARI_CONFIG  # the same crops, where this version keeps them
     check_algo_flags(args.algo, explicit)
     return args, resumed, explicit
+
+
+def check_imports_given(saved: dict, explicit: dict, source: str) -> None:
+    """A resumed run whose environment needs the user's modules imported gets them only from flags given now: a
+    file a3g loads never makes it import code."""
+    modules = list(saved.get("gym_packages") or [])
+    if ":" in str(saved.get("env", "")):
+        modules.append(saved["env"].split(":", 1)[0])
+    given = list(explicit.get("gym_packages") or [])
+    if ":" in str(explicit.get("env", "")):
+        given.append(explicit["env"].split(":", 1)[0])
+    missing = [m for m in modules if m not in given]
+    if missing:
+        raise BadInput(f"{source} builds its environment with {', '.join(missing)} imported: give --gym-packages "
+                       f"{' '.join(missing)} again (a checkpoint never makes a3g import code)")
 
 
 def is_former_crop_file(path: str) -> bool:
@@ -334,7 +366,7 @@ def requirement(setting: str, wanted: object, value: object) -> str:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Every check of user input, up front (after ``auto`` flags are resolved); raises ValueError with a one-line
+    """Every check of user input, up front (after ``auto`` flags are resolved); raises BadInput with a one-line
     reason."""
     positive = {"--workers": args.workers, "--num-steps": args.num_steps, "--lr": args.lr,
                 "--hidden-size": args.hidden_size, "--skip-rate": args.skip_rate,
@@ -344,6 +376,10 @@ def check_args(args: argparse.Namespace) -> None:
     for flag, value in positive.items():
         if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
             raise BadInput(f"{flag} must be positive, got {value}")
+    for flag, value in (("--progress-interval", args.progress_interval), ("--log-interval", args.log_interval),
+                        ("--histogram-interval", args.histogram_interval)):
+        if not (value >= 0 and math.isfinite(value)):
+            raise BadInput(f"{flag} must be a number of seconds >= 0, got {value}")
     if args.algo == "impala":
         if args.batch_size <= 0:
             raise BadInput(f"--batch-size must be positive, got {args.batch_size}")
@@ -433,7 +469,8 @@ def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int 
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
     retro = retro_env.resolve(args.env, args.state) if is_retro(args.env) else None
-    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack, retro)
+    settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack, retro,
+                           tuple(args.gym_packages))
     # Retro games: this is the parent's one emulator, closed here, before any child starts (one per process).
     env = make_env(settings, train=False)
     obs_shape, num_actions = env.observation_space.shape, env.action_space.n
@@ -448,6 +485,7 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     SystemExit(2) from the parser for malformed flags)."""
     args, resumed, given = parse_args(argv)
     args.run_dir = choose_run_dir(args, resumed)  # a folder that would mix two runs is refused here
+    import_packages(args.gym_packages)
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
     args.defaults = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))

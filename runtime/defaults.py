@@ -27,9 +27,7 @@ an update for nature, 1.4x for a3clstm; not yet timed on a GPU), ``stepped`` for
 import argparse
 from typing import Callable
 
-import gymnasium as gym
-
-from envs.environment import EnvSettings, is_registered
+from envs.environment import EnvSettings, env_spec, is_registered
 from model import RECURRENT_MODELS
 from shared_optim import DEFAULT_EPS
 
@@ -134,7 +132,7 @@ def final_slots(settings: EnvSettings, unroll_length: int) -> int:
     own, e.g. CartPole-v1's 500; counted in agent steps as if each were ``--skip-rate`` of its steps, which can
     only overestimate). 1 for any usual setting: an unroll stores one extra observation, not T of them."""
     limits = [settings.max_episode_length]
-    own = gym.spec(settings.env_id).max_episode_steps if is_registered(settings.env_id) else None
+    own = env_spec(settings.env_id).max_episode_steps if is_registered(settings.env_id) else None
     if own:
         limits.append(max(1, own // max(1, settings.skip_rate)))
     return -(-unroll_length // min(limits))

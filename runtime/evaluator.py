@@ -67,9 +67,9 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
     logger = file_logger("a3g.test", paths["log_file"])
     writer = None
     if args.tensorboard_logger:
-        from torch.utils.tensorboard import SummaryWriter  # imported here: only the evaluator writes events
+        from torch.utils.tensorboard import SummaryWriter  # imported here: the workers write no events
 
-        writer = SummaryWriter(paths["run_dir"])
+        writer = SummaryWriter(paths["run_dir"], filename_suffix=".evaluator")
     with open(paths["progress"], "a", newline="") as f:
         progress = csv.writer(f)
         scores = collections.deque(maxlen=args.score_window)
@@ -85,6 +85,7 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
             frames = state.frames.value
             fps = (frames - start_frames) / max(elapsed, 1e-9)
             state.eval_episodes.value += 1
+            state.latest_mean.value = mean_return
             if len(scores) == args.score_window:
                 state.best_mean_return.value = max(state.best_mean_return.value, mean_return)
 
@@ -97,24 +98,9 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
             f.flush()
             if writer is not None:
                 step = int(frames)
-                writer.add_scalar("charts/episodic_return", episode_return, step)
-                writer.add_scalar("charts/episodic_length", length, step)
-                writer.add_scalar("charts/SPS", fps, step)
-                policy_loss, value_loss, entropy, grad_norm = state.losses[:]
-                if not math.isnan(entropy):  # NaN: no update yet (a 0 here would read as a collapsed policy)
-                    writer.add_scalar("losses/policy_loss", policy_loss, step)
-                    writer.add_scalar("losses/value_loss", value_loss, step)
-                    writer.add_scalar("losses/entropy", entropy, step)
-                    writer.add_scalar("losses/grad_norm", grad_norm, step)
-                if args.algo == "impala":  # how many versions behind the learner the latest batch's actors were
-                    for name, lag in zip(("min", "mean", "max"), state.policy_lag[:]):
-                        writer.add_scalar(f"impala/policy_lag_{name}", lag, step)
-                    if args.kl_mask:  # the share of the latest batch's steps outside the trust region
-                        writer.add_scalar("impala/masked_fraction", state.masked_recent.value, step)
-                    policy_cloning, value_cloning = state.cloning[:]
-                    if args.clone_losses and not math.isnan(policy_cloning):
-                        writer.add_scalar("impala/policy_cloning", policy_cloning, step)
-                        writer.add_scalar("impala/value_cloning", value_cloning, step)
+                writer.add_scalar("eval/episodic_return", episode_return, step)
+                writer.add_scalar("eval/episodic_length", length, step)
+                writer.add_scalar("eval/mean_return", mean_return, step)
                 writer.flush()
 
             # A branch's first game is saved whatever the parent's best: the branch's folder has no model yet.

@@ -48,6 +48,9 @@ class SlotCounter:
         return self._base + sum(self._slots)
 
 
+GAME_RING = 64  # training games a worker's ring holds until the main process reads them (every few seconds)
+
+
 class RunState:
     """Counters, flags and the latest losses, in shared memory. Built by main.py, handed to every child.
 
@@ -74,6 +77,11 @@ class RunState:
         self.best_return = ctx.RawValue("d", float(best_return))
         self.best_mean_return = ctx.RawValue("d", float(best_mean_return))
         self.eval_episodes = ctx.RawValue("q", int(eval_episodes))
+        self.latest_mean = ctx.RawValue("d", math.nan)  # the mean of the latest --score-window games (progress line)
+        # training games as they end: (return, length in agent steps, the run's frames then), a ring of GAME_RING
+        # per worker or actor, written by that process alone and read by the main process (TensorBoard)
+        self.game_ring = ctx.RawArray("d", workers * GAME_RING * 3)
+        self.games_written = ctx.RawArray("q", workers)
         # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
         self.losses = ctx.RawArray("d", 4)
         self.losses[:] = [math.nan] * 4  # NaN until the first update: nothing to log before it
@@ -90,6 +98,26 @@ class RunState:
         # --clone-losses: the learner's latest policy and value cloning losses, per step (NaN until the first)
         self.cloning = ctx.RawArray("d", 2)
         self.cloning[:] = [math.nan] * 2
+
+    def record_games(self, slot: int, games: list[tuple[float, int]]) -> None:
+        """Worker or actor ``slot``'s finished training games, ``(return, length)`` each, into its ring."""
+        for episode_return, length in games:
+            start = (slot * GAME_RING + self.games_written[slot] % GAME_RING) * 3
+            self.game_ring[start : start + 3] = [episode_return, length, self.frames.value]
+            self.games_written[slot] += 1  # after the entry: a reader never sees a count before its entry
+
+    def new_games(self, read: list[int]) -> list[tuple[float, int, float]]:
+        """The training games recorded since ``read`` (each slot's count so far, updated in place), as
+        ``(return, length, frames)``; a slot that recorded more than its ring holds since then loses the oldest."""
+        games = []
+        for slot in range(len(read)):
+            written = self.games_written[slot]
+            for n in range(max(read[slot], written - GAME_RING), written):
+                start = (slot * GAME_RING + n % GAME_RING) * 3
+                episode_return, length, frames = self.game_ring[start : start + 3]
+                games.append((episode_return, int(length), frames))
+            read[slot] = written
+        return sorted(games, key=lambda game: game[2])
 
     def mean_inference_batch(self) -> float:
         """--inference server: the mean number of observations in the server's forward passes so far."""

@@ -130,8 +130,10 @@ class Supervisor:
 
 
 def supervise(args: argparse.Namespace, supervisor: Supervisor, state: RunState, clock: Callable[[], float],
-              save_checkpoint: Callable[[], object], log: Callable[[str], object]) -> tuple[str, int]:
-    """Watch the run until a limit, 'solved', or an unrecoverable fault. Returns (stop_reason, exit code)."""
+              save_checkpoint: Callable[[], object], log: Callable[[str], object],
+              progress: Callable[[], None] = lambda: None) -> tuple[str, int]:
+    """Watch the run until a limit, 'solved', or an unrecoverable fault, calling ``progress`` on each look.
+    Returns (stop_reason, exit code)."""
     last_save = clock()
     reported_nonfinite = 0
     while True:
@@ -158,6 +160,7 @@ def supervise(args: argparse.Namespace, supervisor: Supervisor, state: RunState,
         if clock() - last_save >= args.checkpoint_interval:
             save_checkpoint()
             last_save = clock()
+        progress()
         time.sleep(0.2)
 
 

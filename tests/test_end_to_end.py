@@ -45,7 +45,8 @@ def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run)).Reload()
-    assert "charts/episodic_return" in events.Tags()["scalars"] and "hparam/best_return" in events.Tags()["scalars"]
+    scalars = events.Tags()["scalars"]
+    assert {"eval/episodic_return", "losses/entropy", "charts/SPS", "hparam/best_return"} <= set(scalars), scalars
     assert "_hparams_/session_start_info" in events.PluginTagToContent("hparams")  # TensorBoard's HPARAMS tab
     assert (tmp_path / "logs" / "PongNoFrameskip-v4_log").stat().st_size > 0
     assert (tmp_path / "trained_models" / "PongNoFrameskip-v4.pt").exists()

@@ -225,7 +225,9 @@ def main() -> int:
               f"({steps * skip / cores:,.0f} per core)", flush=True)
 
     results = []
-    for config in configs:
+    for n, config in enumerate(configs, 1):
+        print(f"bench: {config['name']} ({n}/{len(configs)}): measuring, about "
+              f"{args.warmup + args.seconds + 20:.0f} s", flush=True)
         with tempfile.TemporaryDirectory(prefix="a3g-bench-") as out:
             argv = ["--env", args.env, "--model", config["model"], "--run-dir", out]
             _, _, meta, _, _ = validate(argv)

@@ -27,9 +27,13 @@ def build_parser() -> OneLineParser:
     p = OneLineParser(prog=PROG, description="Plot evaluator returns of a3g runs against frames and wall time.")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (or their progress.csv files)")
     p.add_argument("-o", "--output", default=None,
-                   help="PNG to write (default: <RUN_DIR>/progress.png for one run, ./progress.png for several)")
+                   help="PNG to write (default: <RUN_DIR>/progress.png for one run, ./progress.png for several; "
+                        "training.png with --curve training)")
     p.add_argument("--title", default=None, help="figure title (default: the runs' environment id)")
     p.add_argument("--dpi", type=int, default=120, help="resolution of the PNG (default: 120)")
+    p.add_argument("--curve", default="eval", choices=["eval", "training"],
+                   help="eval: the evaluator's greedy games (progress.csv); training: the training games "
+                        "(TensorBoard's charts/episodic_return, with a running mean of 10) (default: eval)")
     return p
 
 
@@ -83,6 +87,25 @@ def read_progress(run: str) -> dict[str, list[float]]:
     return data
 
 
+def read_training(run: str, window: int = 10) -> dict[str, list[float]]:
+    """The training games of a run (TensorBoard's ``charts/episodic_return``), in progress.csv's columns: wall time
+    from the run's first event, frames, return, and the mean of the last ``window`` games."""
+    folder = run if os.path.isdir(run) else os.path.dirname(os.path.abspath(run))
+    if not os.path.isdir(folder) or not any(name.startswith("events.out.tfevents") for name in os.listdir(folder)):
+        raise BadInput(f"{folder} has no TensorBoard events (a run with --no-tensorboard-logger has no training curve)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(folder, size_guidance={"scalars": 0}).Reload()
+    if "charts/episodic_return" not in events.Tags()["scalars"]:
+        raise BadInput(f"{folder} has no training games in its TensorBoard events yet")
+    games = events.Scalars("charts/episodic_return")
+    start = min(event.wall_time for tag in events.Tags()["scalars"] for event in events.Scalars(tag)[:1])
+    returns = [game.value for game in games]
+    return {"wall_time_s": [game.wall_time - start for game in games], "frames": [float(game.step) for game in games],
+            "return": returns,
+            "mean_return": [sum(returns[max(0, i + 1 - window) : i + 1]) / min(i + 1, window) for i in range(len(games))]}
+
+
 def time_unit(max_seconds: float) -> tuple[float, str]:
     """The wall-time axis' unit for runs this long: (seconds per unit, its name)."""
     if max_seconds < 600:
@@ -92,15 +115,17 @@ def time_unit(max_seconds: float) -> tuple[float, str]:
     return 3600.0, "h"
 
 
-def plot(runs: Sequence[str], output: str, title: str | None = None, dpi: int = 120) -> str:
-    """Draw the runs' returns against frames and wall time into the PNG ``output``; returns its path."""
+def plot(runs: Sequence[str], output: str, title: str | None = None, dpi: int = 120, curve: str = "eval") -> str:
+    """Draw the runs' returns (the evaluator's, or with ``curve`` "training" the training games') against frames and
+    wall time into the PNG ``output``; returns its path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import EngFormatter
 
-    data = [(run_label(run), read_progress(run)) for run in runs]
+    read = read_training if curve == "training" else read_progress
+    data = [(run_label(run), read(run)) for run in runs]
     if title is None:
         envs = {run_env(run) for run in runs}
         title = envs.pop() if len(envs) == 1 and None not in envs else None
@@ -116,7 +141,8 @@ def plot(runs: Sequence[str], output: str, title: str | None = None, dpi: int = 
             ax.plot(x, d["mean_return"], color=color, linewidth=2.0, label=label)
     ax_frames.set_xlabel("frames")
     ax_frames.xaxis.set_major_formatter(EngFormatter())
-    ax_frames.set_ylabel("evaluator return (faint: each game; solid: running mean)")
+    ax_frames.set_ylabel(f"{'training' if curve == 'training' else 'evaluator'} return (faint: each game; solid: "
+                         f"running mean)")
     ax_time.set_xlabel(f"wall time ({unit})")
     for ax in (ax_frames, ax_time):
         ax.grid(True, alpha=0.3)
@@ -141,22 +167,23 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     output = args.output
     if output is None:
-        output = os.path.join(args.runs[0] if os.path.isdir(args.runs[0]) else ".", "progress.png") \
-            if len(args.runs) == 1 else "progress.png"
+        name = "training.png" if args.curve == "training" else "progress.png"
+        output = os.path.join(args.runs[0] if os.path.isdir(args.runs[0]) else ".", name) \
+            if len(args.runs) == 1 else name
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         print(f"{PROG}: error: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        plot(args.runs, output, args.title, args.dpi)
+        plot(args.runs, output, args.title, args.dpi, args.curve)
     except BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as exc:
         print(f"{PROG}: error: cannot write {output} ({exc})", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"plot.py: wrote {output} ({len(args.runs)} run(s))")
+    print(f"plot: wrote {output} ({len(args.runs)} run(s))")
     return EXIT_OK
 
 

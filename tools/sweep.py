@@ -33,6 +33,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 from typing import Sequence
 
 from core.cli import OneLineParser
@@ -332,7 +333,7 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
         with open(os.path.join(run_dir, "stdout.log"), "w") as log:
             running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), *flags(str(seed), run_dir)],
                                           stdout=log, stderr=subprocess.STDOUT)
-            code = running[0].wait()  # the signal handler returns, and the wait goes on
+            code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
         meta["runs"][f"run{i}"] = {"seed": seed, "exit_code": code}
         run = load_run(run_dir, meta["runs"][f"run{i}"])
         line = (f"sweep: run {i}/{args.runs} (seed {seed}) ended: exit {code} ({run['stop_reason'] or 'no summary'})"
@@ -355,6 +356,38 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
     if signals:
         return EXIT_SIGTERM if signal.SIGTERM in signals else EXIT_SIGINT
     return EXIT_OK if all(r["exit_code"] == 0 for r in meta["runs"].values()) else EXIT_CRASH
+
+
+PROGRESS_EVERY = 30.0  # seconds between the running run's progress lines that the sweep relays
+
+
+def latest_progress(log_path: str) -> str | None:
+    """The newest progress line (``runtime.progress``) in a run's output, without its ``a3g: ``."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(0, os.path.getsize(log_path) - 8192))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    found = [line for line in lines if line.startswith("a3g: ") and " frames/s; " in line]
+    return found[-1][len("a3g: "):] if found else None
+
+
+def wait_showing_progress(proc: subprocess.Popen, log_path: str, prefix: str, every: float = PROGRESS_EVERY) -> int:
+    """Wait for a run to end (a signal's handler returns and the wait goes on); meanwhile, at most once per
+    ``every`` seconds, print the run's newest progress line after ``prefix``."""
+    shown, last = None, time.monotonic()
+    while True:
+        try:
+            return proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() - last >= every:
+            last = time.monotonic()
+            line = latest_progress(log_path)
+            if line is not None and line != shown:
+                print(f"{prefix}{line}", flush=True)
+                shown = line
 
 
 def main(argv: list[str] | None = None) -> int:

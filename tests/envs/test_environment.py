@@ -2,6 +2,7 @@
 
 import json
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -141,3 +142,31 @@ def test_stacked_84x84_frames_for_feed_forward_networks():
         obs, *_ = env.step(0)
     obs2, *_ = env.step(0)  # each step shifts the stack by one frame: the newest is last
     np.testing.assert_array_equal(obs2[:3], obs[1:])
+
+
+def test_the_frame_stack_is_the_last_frames_with_the_first_repeated_at_a_reset():
+    """gymnasium's FrameStackObservation (reset padding) as a3g stacks: against the single frames of the same game,
+    on the same seed and actions, the stack at step t is frames t-3..t, the reset frame standing in before it."""
+    def settings(stack):
+        conf = env_conf_for("BreakoutNoFrameskip-v4", load_env_config(ATARI_CONFIG))
+        return EnvSettings("BreakoutNoFrameskip-v4", crop=conf, frame_size=84, frame_stack=stack)
+
+    stacked, single = make_env(settings(4), train=False), make_env(settings(1), train=False)
+    assert stacked.observation_space.shape == (4, 84, 84) and single.observation_space.shape == (1, 84, 84)
+    frames = [single.reset(seed=5)[0][0]]
+    stacks = [stacked.reset(seed=5)[0]]
+    actions = np.random.default_rng(0).integers(4, size=40)
+    for action in actions:
+        frames.append(single.step(int(action))[0][0])
+        stacks.append(stacked.step(int(action))[0])
+    padded = [frames[0]] * 3 + frames
+    for t, stack in enumerate(stacks):
+        np.testing.assert_array_equal(stack, np.stack(padded[t : t + 4]))
+
+
+def test_vector_observations_are_float32_as_they_come():
+    env = make_env(EnvSettings("CartPole-v1"), train=True)
+    raw = gym.make("CartPole-v1")
+    obs, raw_obs = env.reset(seed=2)[0], raw.reset(seed=2)[0]
+    assert obs.dtype == np.float32 and env.observation_space.dtype == np.float32
+    np.testing.assert_array_equal(obs, raw_obs.astype(np.float32))

@@ -71,3 +71,21 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("python -m tools.plot: error: "), result.stderr
         assert not (tmp_path / "out.png").exists()
+
+
+def test_the_training_curve_from_tensorboard_events(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "run"
+    writer = SummaryWriter(str(run), filename_suffix=".training")
+    for i in range(30):
+        writer.add_scalar("charts/episodic_return", 10.0 + i, 1000 * (i + 1))
+    writer.close()
+    result = run_plot(run, "--curve", "training")
+    assert result.returncode == 0, result.stderr
+    assert_png(run / "training.png")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_plot(empty, "--curve", "training")
+    assert result.returncode == 2 and "no TensorBoard events" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -195,3 +196,19 @@ def test_min_entropy_looks_at_the_first_frames_only(tmp_path):
     assert sweep.min_entropy(str(tmp_path), frames=10**6) == pytest.approx(0.01)
     (tmp_path / "empty").mkdir()
     assert sweep.min_entropy(str(tmp_path / "empty")) is None
+
+
+def test_the_sweep_relays_the_running_runs_progress(tmp_path, capsys):
+    """While a run goes, its newest progress line, at most once per interval and never the same line twice."""
+    log = tmp_path / "stdout.log"
+    writer = ("import sys, time\n"
+              "for i in range(4):\n"
+              "    print(f'a3g: 00h 00m 0{i}s, {i * 1000} frames, 500 frames/s; no evaluator game yet', flush=True)\n"
+              "    time.sleep(0.6)\n"
+              "print('a3g: max_frames after ...', flush=True)\n")
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", writer], stdout=out)
+        assert sweep.wait_showing_progress(proc, str(log), "sweep: run 1/1: ", every=1.0) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert 1 <= len(lines) <= 3 and len(set(lines)) == len(lines), lines
+    assert all(line.startswith("sweep: run 1/1: 00h 00m 0") and "frames/s" in line for line in lines), lines

@@ -1,0 +1,58 @@
+"""The training progress line: what a run is doing between the evaluator's games, at a steady interval."""
+
+import argparse
+import math
+import sys
+from typing import Callable, TextIO
+
+from core.logs import format_time
+from runtime.run_state import RunState
+
+
+class Progress:
+    """Called by the supervisor's loop; once per ``interval`` seconds it prints one line: frames, the training
+    frames/s over the interval, how far the nearest limit is (percent and ETA; with ``--max-frames`` at the
+    interval's rate), and the evaluator's latest mean. The evaluator's own lines come as its games end; on Atari
+    early games take a minute, and this line says the run is alive meanwhile. ``interval`` 0 prints nothing."""
+
+    def __init__(self, args: argparse.Namespace, state: RunState, clock: Callable[[], float], start_seconds: float,
+                 interval: float, out: TextIO = sys.stdout):
+        self.args, self.state, self.clock, self.start_seconds = args, state, clock, start_seconds
+        self.interval, self.out = interval, out
+        self.last_time, self.last_frames = clock(), state.frames.value
+
+    def __call__(self) -> None:
+        now = self.clock()
+        if self.interval <= 0 or now - self.last_time < self.interval:
+            return
+        frames = self.state.frames.value
+        fps = (frames - self.last_frames) / (now - self.last_time)
+        self.last_time, self.last_frames = now, frames
+        print(f"a3g: {self.line(frames, fps, now)}", file=self.out, flush=True)
+
+    def line(self, frames: float, fps: float, now: float) -> str:
+        """The line's text, for ``frames`` frames at ``fps`` frames/s, ``now`` seconds into this invocation."""
+        parts = [f"{format_time(self.start_seconds + now)}, {int(frames):,} frames, {fps:,.0f} frames/s"]
+        done, left = self.limit(frames, fps, now)
+        if done is not None:
+            parts.append(f"{100 * done:.1f}% of the limit, ETA {format_time(left) if math.isfinite(left) else '-'}")
+        games = self.state.eval_episodes.value
+        if games:
+            parts.append(f"evaluator mean {self.state.latest_mean.value:.4g} after {games} games")
+        else:
+            parts.append("no evaluator game yet")
+        return "; ".join(parts)
+
+    def limit(self, frames: float, fps: float, now: float) -> tuple[float | None, float]:
+        """The fraction done of whichever limit ends the run first, and the seconds left; (None, inf) without a
+        limit."""
+        done, left = None, math.inf
+        if self.args.max_frames:
+            done = min(1.0, frames / self.args.max_frames)
+            left = (self.args.max_frames - frames) / fps if fps > 0 else math.inf
+        if self.args.max_seconds:
+            by_time = min(1.0, now / self.args.max_seconds)
+            if done is None or by_time > done:
+                done = by_time
+            left = min(left, max(0.0, self.args.max_seconds - now))
+        return done, max(0.0, left)

@@ -1,0 +1,60 @@
+"""Your own environment without editing a3g: ``--env module:Id`` (gymnasium's syntax) and ``--gym-packages``
+import the module in every process that builds the environment; a file a3g loads never makes it import code."""
+
+import os
+
+import pytest
+
+from conftest import ROOT, assert_bad_input, command, out_dirs, read_json, run_main
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENV = "a3g_test_envs:Corridor-v0"
+# where a user's package would be installed: importable by main.py and every process it starts
+WITH_PACKAGE = {**os.environ, "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")])}
+
+
+def gym_eval(*flags):
+    import subprocess
+
+    return subprocess.run([*command("gym_eval.py"), *map(str, flags)], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env=WITH_PACKAGE)
+
+
+@pytest.fixture(scope="module")
+def corridor_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("corridor")
+    result = run_main("--env", ENV, "--workers", "2", "--max-frames", "20000", "--no-tensorboard-logger",
+                      *out_dirs(tmp), env=WITH_PACKAGE)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return tmp
+
+
+@pytest.mark.slow
+def test_a_module_id_trains_with_two_workers_and_gym_eval_plays_it(corridor_run):
+    summary = read_json(corridor_run / "run" / "summary.json")
+    assert summary["frames"] >= 20000 and summary["best_return"] == 1.0
+    played = gym_eval("--env", ENV, "--model-path", corridor_run / "run", "--num-episodes", "3",
+                      "--log-dir", corridor_run / "logs")
+    assert played.returncode == 0, played.stderr
+    assert "Corridor-v0: mean" in played.stdout
+
+
+@pytest.mark.slow
+def test_a_model_file_never_makes_a3g_import_its_module(corridor_run):
+    refused = gym_eval("--model-path", corridor_run / "run", "--num-episodes", "1", "--log-dir", corridor_run / "logs")
+    assert_bad_input(refused, "--env a3g_test_envs:Corridor-v0", "never makes a3g import code")
+    played = gym_eval("--model-path", corridor_run / "run", "--gym-packages", "a3g_test_envs", "--num-episodes", "1",
+                      "--log-dir", corridor_run / "logs")
+    assert played.returncode == 0, played.stderr
+    # a resume is the same: the checkpoint names the module, the command line must too
+    resumed = run_main("--resume", corridor_run / "run", "--max-frames", "25000", env=WITH_PACKAGE, timeout=120)
+    assert_bad_input(resumed, "--gym-packages a3g_test_envs", "never makes a3g import code")
+
+
+def test_gym_packages_registers_ids_and_a_bad_module_is_one_line(tmp_path):
+    result = run_main("--env", "Corridor-v0", "--gym-packages", "no_such_module_here", "--max-frames", "10",
+                      *out_dirs(tmp_path), env=WITH_PACKAGE, timeout=120)
+    assert_bad_input(result, "cannot import 'no_such_module_here'")
+    result = run_main("--env", "Corridor-v0", *out_dirs(tmp_path), "--max-frames", "10", env=WITH_PACKAGE,
+                      timeout=120)
+    assert_bad_input(result, "unknown environment id", "--gym-packages")
