@@ -36,7 +36,7 @@ import sys
 import time
 from typing import Sequence
 
-from core.cli import OneLineParser
+from core.cli import HelpFormatter, OneLineParser
 from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
 from tools.plot import read_progress, run_env
 
@@ -60,7 +60,7 @@ def count(text: str) -> int:
 
 
 def build_parser() -> OneLineParser:
-    p = OneLineParser(prog=PROG, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    p = OneLineParser(prog=PROG, formatter_class=HelpFormatter,
                       description="Seed sweep of a3g: N runs of one main.py command, then a table of time to score "
                                   "and return at frame budgets (median and worst) and a figure of every run.",
                       epilog="Flags after -- go to main.py unchanged.")
