@@ -222,6 +222,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
             "stop_reason": reason,
             "restarts": supervisor.restarts + int(state.actor_restarts.value),  # Ray's actors are the learner's
             "skipped_updates": int(state.nonfinite.value),
+            # where the workers', actors' and learner's time went, this invocation (core/timing.py's phases)
+            "phase_seconds": {name: round(seconds, 1) for name, seconds in state.phase_totals().items()},
         }
         if args.algo == "impala":
             summary.update(dropped_unrolls=int(state.dropped.value), actor_waits=int(state.actor_waits.value))

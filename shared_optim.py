@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Callable, Self
 import torch
 from torch.optim.optimizer import ParamsT
 
+from core.timing import PhaseClock
+
 if TYPE_CHECKING:  # for the annotations only: this module needs nothing of model.py at run time
     from model import Replica
 
@@ -240,22 +242,26 @@ class Update:
     backward, the gradient norm (clipped to ``--max-grad-norm`` when set), then ``push_gradients``, unless the loss
     or the gradient is not finite: such an update never reaches the shared model; it is skipped and counted in
     ``state.nonfinite`` (slot ``slot``), and ``--max-nonfinite`` of them in a row mark the run as diverged.
-    ``update(loss)`` returns ``(grad_norm, applied)``."""
+    ``update(loss)`` returns ``(grad_norm, applied)``; ``clock`` (a ``core.timing.PhaseClock``) gets the backward's
+    seconds as ``learn`` and the push and step's as ``optimize``."""
 
     def __init__(self, replica: "Replica", optimizer: torch.optim.Optimizer, args: argparse.Namespace, state: Any,
-                 slot: int):
+                 slot: int, clock: PhaseClock | None = None):
         self.replica, self.optimizer, self.state, self.slot = replica, optimizer, state, slot
+        self.clock = clock or PhaseClock()
         self.max_grad_norm, self.max_nonfinite = args.max_grad_norm, args.max_nonfinite
         self.params = list(replica.model.parameters())
         self.skipped_in_a_row = 0
 
     def __call__(self, loss: torch.Tensor) -> tuple[torch.Tensor, bool]:
-        self.replica.model.zero_grad(set_to_none=False)
-        loss.backward()
-        grad_norm = (torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm) if self.max_grad_norm > 0
-                     else torch.nn.utils.get_total_norm([p.grad for p in self.params]))
+        with self.clock.phase("learn"):
+            self.replica.model.zero_grad(set_to_none=False)
+            loss.backward()
+            grad_norm = (torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm) if self.max_grad_norm > 0
+                         else torch.nn.utils.get_total_norm([p.grad for p in self.params]))
         if torch.isfinite(grad_norm) and torch.isfinite(loss):
-            push_gradients(self.replica, self.optimizer)
+            with self.clock.phase("optimize"):
+                push_gradients(self.replica, self.optimizer)
             self.skipped_in_a_row = 0
             return grad_norm, True
         self.skipped_in_a_row += 1

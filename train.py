@@ -16,6 +16,7 @@ terminal: its return bootstraps from the value of the observation it was cut at 
 import argparse
 import collections
 import os
+import time
 from typing import Callable
 
 import numpy as np
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from core.faults import injected_fault
 from core.hardware import device_for
 from core.returns import gae_advantages, nstep_returns
+from core.timing import PhaseClock
 from envs.rollout_envs import RolloutEnvs
 from model import Replica, build_model, fast_layout
 from runtime.context import RunContext
@@ -155,7 +157,8 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
     # The hand-off (one flat copy each way), and this process's gradient buffers on the shared parameters:
     # allocated once, overwritten every update.
     replica = Replica(shared_model, model)
-    update = Update(replica, optimizer, args, state, rank)
+    clock = PhaseClock()  # where this worker's time goes (core/timing.py)
+    update = Update(replica, optimizer, args, state, rank, clock)
 
     hx, cx = model.initial_state(batch, device)
     # Rollout storage on the host, allocated once; the envs write each step's observations into their own row.
@@ -169,14 +172,20 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
     fault_raise = rank == 0 and injected_fault("worker_raise")
 
     while not state.stop.is_set() and parent_alive(parent_pid):
-        replica.pull()
+        with clock.phase("sync"):
+            replica.pull()
         observations[0] = observations[-1]  # where the previous rollout left off
+        env_seconds, started = envs.step_seconds, time.perf_counter()
         # One autocast region for the whole rollout (with --bf16): the weights are cast to bfloat16 once per
         # rollout rather than at every step (17% of the Nature network's training cost at 8 envs).
         with autocast:
             rollout, (hx, cx) = play_rollout(model, envs, observations, (hx.detach(), cx.detach()), args.gamma,
                                              device, batched)
-        loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args)
+        env_seconds = envs.step_seconds - env_seconds
+        clock.add("env", env_seconds)
+        clock.add("act", time.perf_counter() - started - env_seconds)
+        with clock.phase("learn"):
+            loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args)
 
         if fault_nan:
             loss = loss * float("nan")
@@ -187,6 +196,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
             hx, cx = model.initial_state(batch, device)  # the recurrent state may be non-finite too
         state.add(rank, frames_per_rollout, rollout.games)
         state.record_games(rank, envs.take_finished())
+        state.publish_phases(rank, clock)
         updates += 1
         if rank == 0:  # per-step figures for TensorBoard (the evaluator writes them)
             state.losses[:] = [policy_loss.item() / num_steps, value_loss.item() / num_steps,

@@ -1,5 +1,7 @@
 """A batch of environments stepped together, for A3G's workers and IMPALA's actors alike."""
 
+import time
+
 import gymnasium as gym
 import numpy as np
 
@@ -21,11 +23,13 @@ class RolloutEnvs:
         self.truncated = np.zeros(count, dtype=bool)  # cut by a time limit, not ended by the game
         self.final_obs = np.zeros_like(self.first_obs)  # their last observation, to bootstrap from
         self.finished: list[tuple[float, int]] = []  # (return, length) of the games finished since take_finished
+        self.step_seconds = 0.0  # spent in step() so far: the environments' share of a worker's time
 
     def step(self, actions: np.ndarray, obs_out: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Step every env, writing observations into ``obs_out``; returns (rewards, dones, finished games).
         Done envs are reset in place: their row holds the first observation of the next episode; for envs cut by
         a time limit (``self.truncated``) the observation they were cut at is in ``self.final_obs``."""
+        started = time.perf_counter()
         games = 0
         for j, env in enumerate(self.envs):
             obs, reward, terminated, truncated, info = env.step(int(actions[j]))
@@ -42,6 +46,7 @@ class RolloutEnvs:
             obs_out[j] = obs
             self.rewards[j] = max(-1.0, min(1.0, reward)) if self.clip_rewards else reward
             self.dones[j] = done
+        self.step_seconds += time.perf_counter() - started
         return self.rewards, self.dones, games
 
     def take_finished(self) -> list[tuple[float, int]]:

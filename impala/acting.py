@@ -2,11 +2,13 @@
 buffers with the policy it is given (its own copy of the weights, ``local_policy``, or the inference server)."""
 
 import argparse
+import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from core.timing import PhaseClock
 from envs.environment import EnvSettings
 from envs.rollout_envs import RolloutEnvs
 from impala.boundary import WeightSource
@@ -29,6 +31,7 @@ class Acting:
     def __init__(self, args: argparse.Namespace, settings: EnvSettings, meta: dict,
                  policy: LocalPolicy | InferenceClient, rank: int, feature_size: int, bf16: bool) -> None:
         batch, T = args.envs_per_worker, args.num_steps
+        self.clock = PhaseClock()  # where this actor's time goes (core/timing.py)
         self.envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch,
                                 clip_rewards=args.reward_clipping == "abs_one")
         self.policy, self.T = policy, T
@@ -54,7 +57,9 @@ class Acting:
         add. The tensors are this object's buffers: the next call overwrites them."""
         policy, envs, obs, obs_np = self.policy, self.envs, self.obs, self.obs_np
         with_features = self.features.shape[-1] > 0
-        policy.begin_unroll()
+        with self.clock.phase("sync"):
+            policy.begin_unroll()
+        env_seconds, started = envs.step_seconds, time.perf_counter()
         obs_np[0] = obs_np[-1]  # where the previous unroll left off
         h0, c0 = self.hx, self.cx
         hx, cx = h0, c0
@@ -80,6 +85,9 @@ class Acting:
                 keep = (1.0 - self.dones[t]).unsqueeze(1)
                 hx, cx = hx * keep, cx * keep
         self.hx, self.cx = hx, cx
+        env_seconds = envs.step_seconds - env_seconds
+        self.clock.add("env", env_seconds)
+        self.clock.add("act", time.perf_counter() - started - env_seconds)  # or, with a server, waiting for it
         unroll = {"obs": obs, "actions": self.actions, "rewards": self.rewards, "dones": self.dones,
                   "truncated": self.truncated, "final_obs": self.final_obs, "logits": self.logits,
                   "values": self.values, "features": self.features, "hx": h0, "cx": c0}

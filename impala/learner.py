@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from core.hardware import device_for
 from core.returns import VTraceFromLogitsReturns, trust_region_mask, vtrace_from_logits
+from core.timing import PhaseClock
 from envs.environment import EnvSettings
 from impala.boundary import UnrollSource, WeightPublisher
 from impala.replay import ReplayBuffer, Score, concat, distance
@@ -188,7 +189,8 @@ class LearnerStep:
             torch.cuda.set_device(self.device)
         self.model = fast_layout(build_model(meta).to(self.device), meta, args.channels_last)
         self.replica = Replica(shared_model, self.model)
-        self.update = Update(self.replica, optimizer, args, state, 0)
+        self.clock = PhaseClock()  # where the learner's time goes (core/timing.py)
+        self.update = Update(self.replica, optimizer, args, state, 0, self.clock)
         self.generator = torch.Generator().manual_seed(args.seed + args.workers + 1)  # the replays' sampling
         self.queue_count = args.batch_size - sum(replay.count for replay in replays)
         self.steps = 0
@@ -202,11 +204,14 @@ class LearnerStep:
     def __call__(self, fresh: dict[str, torch.Tensor], lag: torch.Tensor) -> None:
         """One update from ``fresh`` (``need`` unrolls) whose behaviour policies are ``lag`` (``[need]``) versions
         behind."""
-        args, state, device = self.args, self.state, self.device
-        self.replica.pull()
-        batch, insert_scores = build_batch(fresh, self.replays, self.generator,
-                                           run_progress(args, state), self.model, device)
-        batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
+        args, state, device, clock = self.args, self.state, self.device, self.clock
+        with clock.phase("sync"):
+            self.replica.pull()
+        with clock.phase("batch"):
+            batch, insert_scores = build_batch(fresh, self.replays, self.generator,
+                                               run_progress(args, state), self.model, device)
+            batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
+        learn_started = time.perf_counter()
         logits, values, cut = learner_forward(self.model, batch, device, args.bf16)
         mask = None
         if args.kl_mask:
@@ -222,6 +227,7 @@ class LearnerStep:
             policy_cloning, value_cloning = cloning_losses(batch, logits, values, need)
             loss = loss + args.policy_cloning_cost * policy_cloning + args.value_cloning_cost * value_cloning
             state.cloning[:] = [policy_cloning.item() / args.num_steps, value_cloning.item() / args.num_steps]
+        clock.add("learn", time.perf_counter() - learn_started)
         grad_norm, applied = self.update(loss)
         if applied:
             self.weights.publish()
@@ -233,16 +239,22 @@ class LearnerStep:
         state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T, grad_norm.item()]
         lag = lag.double()
         state.policy_lag[:] = [lag.min().item(), lag.mean().item(), lag.max().item()]
+        state.publish_phases(state.learner_slot, clock)
 
 
 def learner_loop(step: LearnerStep, source: UnrollSource, state: RunState, parent_pid: int) -> None:
     """The learner's loop, for both backends: a ``step`` each time ``source`` has the fresh unrolls it needs,
-    until the run stops."""
+    until the run stops. Time spent asking for unrolls that are not there yet counts as ``wait``, taking those that
+    are (copying them out of the backend) as ``batch``."""
     while not state.stop.is_set() and parent_alive(parent_pid):
+        started = time.perf_counter()
         taken = source.take(step.need, step.weights.version)
         if taken is not None:
+            step.clock.add("batch", time.perf_counter() - started)
             step(*taken)
+            started = time.perf_counter()
         source.after(taken is not None)
+        step.clock.add("wait", time.perf_counter() - started)
 
 
 def unroll_features(args: argparse.Namespace, meta: dict) -> int:

@@ -160,9 +160,10 @@ def actor(rank: int, run: RunContext, store: UnrollStore, weights: SharedWeights
             slots = store.claim(rank, batch)
             if slots is None:  # every slot of this actor is full: the learner is behind
                 state.actor_waits.add(rank, 1)
-                while slots is None and not state.stop.is_set() and parent_alive(parent_pid):
-                    time.sleep(WAIT)
-                    slots = store.claim(rank, batch)
+                with acting.clock.phase("wait"):
+                    while slots is None and not state.stop.is_set() and parent_alive(parent_pid):
+                        time.sleep(WAIT)
+                        slots = store.claim(rank, batch)
                 if slots is None:
                     break
             unroll, version, games = acting.unroll()
@@ -170,6 +171,7 @@ def actor(rank: int, run: RunContext, store: UnrollStore, weights: SharedWeights
             store.commit(slots, version)
             state.add(rank, acting.frames, games)
             state.record_games(rank, acting.envs.take_finished())
+            state.publish_phases(rank, acting.clock)
     except InferenceStopped:  # the run stopped while this actor waited for the inference server
         pass
 

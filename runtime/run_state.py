@@ -4,6 +4,8 @@ import math
 import time
 from multiprocessing.context import BaseContext
 
+from core.timing import PHASES, PhaseClock
+
 
 class StopFlag:
     """The run's stop request: one byte of shared memory, read and written without a lock.
@@ -81,6 +83,9 @@ class RunState:
         # training games as they end: (return, length in agent steps, the run's frames then), a ring of GAME_RING
         # per worker or actor, written by that process alone and read by the main process (TensorBoard)
         self.game_ring = ctx.RawArray("d", workers * GAME_RING * 3)
+        # seconds per phase (core.timing.PHASES) of each worker or actor, then the learner and the inference role:
+        # each row written by its process alone, cumulative over its life
+        self.phases = ctx.RawArray("d", (workers + 2) * len(PHASES))
         self.games_written = ctx.RawArray("q", workers)
         # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
         self.losses = ctx.RawArray("d", 4)
@@ -105,6 +110,26 @@ class RunState:
             start = (slot * GAME_RING + self.games_written[slot] % GAME_RING) * 3
             self.game_ring[start : start + 3] = [episode_return, length, self.frames.value]
             self.games_written[slot] += 1  # after the entry: a reader never sees a count before its entry
+
+    def publish_phases(self, slot: int, clock: PhaseClock) -> None:
+        """A process's seconds per phase so far into its row (``slot``: a worker's or actor's rank; ``learner_slot``
+        and ``inference_slot`` for those roles). A replaced process starts its row again from 0."""
+        start = slot * len(PHASES)
+        self.phases[start : start + len(PHASES)] = clock.values()
+
+    @property
+    def learner_slot(self) -> int:
+        return len(self.phases) // len(PHASES) - 2
+
+    @property
+    def inference_slot(self) -> int:
+        return len(self.phases) // len(PHASES) - 1
+
+    def phase_totals(self) -> dict[str, float]:
+        """Seconds per phase, summed over every role's row."""
+        rows = len(self.phases) // len(PHASES)
+        values = self.phases[:]
+        return {name: sum(values[row * len(PHASES) + i] for row in range(rows)) for i, name in enumerate(PHASES)}
 
     def new_games(self, read: list[int]) -> list[tuple[float, int, float]]:
         """The training games recorded since ``read`` (each slot's count so far, updated in place), as

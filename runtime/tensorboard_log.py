@@ -8,6 +8,8 @@ read against agent steps as CleanRL's and SB3's are):
 - ``charts/SPS`` (frames/s over the interval), ``charts/agent_steps``;
 - ``losses/policy_loss``, ``losses/value_loss``, ``losses/entropy``, ``losses/grad_norm`` (A3G's worker 0 or
   IMPALA's learner, per step), and IMPALA's ``impala/*``;
+- ``perf/<phase>``: the share of the workers', actors' and learner's time in each phase over the interval
+  (``core.timing.PHASES``: sync, env, act, wait, batch, learn, optimize);
 - ``weights/<parameter>`` histograms of the shared model every ``--histogram-interval`` seconds, and the network's
   graph once.
 The evaluator writes its own games under ``eval/*`` (runtime/evaluator.py).
@@ -19,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from core.timing import phase_split
 from runtime.run_state import RunState
 
 
@@ -33,6 +36,7 @@ class TrainingLog:
         self.writer = SummaryWriter(args.run_dir, filename_suffix=".training")
         self.read = [0] * len(state.games_written)
         self.last_time, self.last_frames, self.last_histogram = clock(), state.frames.value, -math.inf
+        self.last_phases = state.phase_totals()
         self.graph(meta, log)
 
     def graph(self, meta: dict, log: Callable[..., object]) -> None:
@@ -60,6 +64,10 @@ class TrainingLog:
             writer.add_scalar("charts/SPS", (frames - self.last_frames) / (now - self.last_time), step)
         writer.add_scalar("charts/agent_steps", frames / self.args.frames_per_step, step)
         self.last_time, self.last_frames = now, frames
+        phases = state.phase_totals()
+        for name, share in phase_split(self.last_phases, phases).items():  # where the roles' time went meanwhile
+            writer.add_scalar(f"perf/{name}", share, step)
+        self.last_phases = phases
         policy_loss, value_loss, entropy, grad_norm = state.losses[:]
         if not math.isnan(entropy):  # NaN: no update yet (a 0 here would read as a collapsed policy)
             writer.add_scalar("losses/policy_loss", policy_loss, step)

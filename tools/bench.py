@@ -38,6 +38,7 @@ import torch.multiprocessing as mp
 
 from core.cli import OneLineParser
 from core.hardware import device_for, usable_cores
+from core.timing import phase_split
 from envs.environment import EnvSettings, frames_per_step, make_env
 from impala.shm import impala_roles
 from model import FRAME_FORMAT, build_model, fast_layout, flatten_parameters
@@ -144,9 +145,10 @@ def network_cost(meta: dict, batch: int, bf16: bool, channels_last: bool, num_st
 
 
 def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds: float, out: str,
-                 evaluator_cpu: float | str = "auto", evaluator_nice: int = 0, gpu_ids: Sequence[int] = (-1,)) -> float:
+                 evaluator_cpu: float | str = "auto", evaluator_nice: int = 0,
+                 gpu_ids: Sequence[int] = (-1,)) -> tuple[float, dict[str, float]]:
     """Real training (A3G's workers or IMPALA's actors and learner, and the evaluator, as main.py runs them):
-    frames/s after the warm-up."""
+    frames/s after the warm-up, and the share of the roles' time in each phase meanwhile (``core.timing``)."""
     argv = ["--env", env_id, "--algo", config["algo"], "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
             str(config["envs"]), "--gpu-ids", *map(str, gpu_ids), "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
@@ -172,12 +174,12 @@ def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds
         while state.frames.value == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(warmup)
-        f0, t0 = state.frames.value, time.monotonic()
+        f0, t0, p0 = state.frames.value, time.monotonic(), state.phase_totals()
         time.sleep(seconds)
-        f1, t1 = state.frames.value, time.monotonic()
+        f1, t1, p1 = state.frames.value, time.monotonic(), state.phase_totals()
     finally:
         supervisor.stop()
-    return (f1 - f0) / (t1 - t0)
+    return (f1 - f0) / (t1 - t0), phase_split(p0, p1)
 
 
 def cpu_name() -> str:
@@ -234,19 +236,22 @@ def main() -> int:
             infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
                                         iters=1 if args.quick else 3, batched=config["train_forward"] == "batched",
                                         device=device_for(args.gpu_ids, 0))
-            fps = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out,
+            fps, split = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out,
                                args.evaluator_cpu, args.evaluator_nice, args.gpu_ids)
         fmt = FRAME_FORMAT.get(config["model"], (80, 1))
         emu_step = cores / emulator[fmt]  # core-seconds per agent step in the emulator
         net_fps = cores * skip / train
         emu_fps = emulator[fmt] * skip
         both_fps = cores * skip / (train + emu_step)
-        results.append({**config, "fps": fps, "inference_ms_per_step": infer * 1e3, "train_ms_per_step": train * 1e3,
+        results.append({**config, "fps": fps, "phase_split": split, "inference_ms_per_step": infer * 1e3,
+                        "train_ms_per_step": train * 1e3,
                         "network_ceiling_fps": net_fps, "emulator_ceiling_fps": emu_fps,
                         "combined_ceiling_fps": both_fps, "ratio_to_min_ceiling": fps / min(net_fps, emu_fps),
                         "ratio_to_combined_ceiling": fps / both_fps})
         print(f"bench: {config['name']}: {fps:,.0f} frames/s (network: inference {infer * 1e3:.2f} ms, training "
               f"{train * 1e3:.2f} ms per step)", flush=True)
+        print(f"bench: {config['name']}: where the roles' time went: "
+              + ", ".join(f"{name} {share:.0%}" for name, share in split.items() if share >= 0.005), flush=True)
 
     base = results[0]["fps"]
     header = (f"{'configuration':<18}{'frames/s':>10}{'x base':>8}{'net ceil':>10}{'emu ceil':>10}{'both':>9}"

@@ -2,7 +2,8 @@
 
 import multiprocessing as mp
 
-from runtime.run_state import RunState
+from core.timing import PhaseClock
+from runtime.run_state import GAME_RING, RunState
 
 
 def add_many(state, rank, times):
@@ -33,3 +34,32 @@ def test_a_restarted_worker_continues_its_rank():
         p.start()
         p.join(120)
     assert state.frames.value == 80.0 and state.episodes.value == 20
+
+
+def test_each_roles_phases_in_its_own_row_and_their_totals():
+    state = RunState(mp.get_context("spawn"), 2)
+    worker, learner = PhaseClock(), PhaseClock()
+    worker.add("env", 2.0)
+    worker.add("act", 1.0)
+    learner.add("learn", 4.0)
+    state.publish_phases(1, worker)
+    state.publish_phases(state.learner_slot, learner)
+    worker.add("env", 1.0)  # cumulative: publishing again replaces the row, it does not add to it
+    state.publish_phases(1, worker)
+    totals = state.phase_totals()
+    assert (totals["env"], totals["act"], totals["learn"], totals["wait"]) == (3.0, 1.0, 4.0, 0.0)
+    assert state.inference_slot == state.learner_slot + 1 == 3
+
+
+def test_training_games_come_out_once_and_in_frame_order():
+    state = RunState(mp.get_context("spawn"), 2)
+    read = [0, 0]
+    state.frames.add(0, 100)
+    state.record_games(0, [(1.0, 10)])
+    state.frames.add(1, 100)
+    state.record_games(1, [(2.0, 20), (3.0, 30)])
+    assert state.new_games(read) == [(1.0, 10, 100.0), (2.0, 20, 200.0), (3.0, 30, 200.0)]
+    assert state.new_games(read) == []
+    state.record_games(0, [(float(i), i) for i in range(GAME_RING + 5)])  # more than the ring holds: the oldest go
+    games = state.new_games(read)
+    assert len(games) == GAME_RING and games[0][0] == 5.0 and games[-1][0] == GAME_RING + 4

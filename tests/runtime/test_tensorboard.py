@@ -26,5 +26,12 @@ def test_a_cartpole_run_writes_training_games_eval_scores_graph_and_histograms(t
     # the losses come at the log interval, not once per evaluator game
     assert len(events.Scalars("losses/entropy")) >= 8
     assert any(tag.startswith("weights/") for tag in tags["histograms"]) and tags["graph"]
+    # where the workers' time went: stepping CartPole, acting, learning, and the optimizer's step
+    assert {"perf/env", "perf/act", "perf/learn", "perf/optimize", "perf/sync"} <= set(tags["scalars"])
+    shares = [events.Scalars(f"perf/{name}")[-1].value for name in ("sync", "env", "act", "wait", "batch", "learn",
+                                                                      "optimize")]
+    assert abs(sum(shares) - 1.0) < 1e-6 and shares[3] == shares[4] == 0.0  # A3G has no waiting and no batches
+    spent = summary["phase_seconds"]
+    assert spent["env"] > 0 and spent["act"] > 0 and spent["learn"] > 0 and spent["optimize"] > 0
     steps = events.Scalars("charts/agent_steps")
     assert steps[-1].value == steps[-1].step  # CartPole: a frame is an agent step
