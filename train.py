@@ -32,6 +32,7 @@ from model import Replica, build_model, fast_layout
 from runtime.context import RunContext
 from runtime.evaluator import evaluator_role
 from runtime.processes import parent_alive, setup_child_process
+from runtime.tensorboard_log import GradientHistograms
 from shared_optim import Update, optimizer_for
 from test import test
 
@@ -158,6 +159,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
     # allocated once, overwritten every update.
     replica = Replica(shared_model, model)
     clock = PhaseClock()  # where this worker's time goes (core/timing.py)
+    gradient_histograms = GradientHistograms(args)
     update = Update(replica, optimizer, args, state, rank, clock)
 
     hx, cx = model.initial_state(batch, device)
@@ -192,6 +194,8 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
         if fault_raise and updates >= 2:
             raise RuntimeError("injected fault: worker crash (A3G_FAULT=worker_raise)")
         grad_norm, applied = update(loss)
+        if rank == 0:
+            gradient_histograms(model, state.frames.value)
         if not applied:
             hx, cx = model.initial_state(batch, device)  # the recurrent state may be non-finite too
         state.add(rank, frames_per_rollout, rollout.games)

@@ -26,6 +26,7 @@ from runtime.defaults import final_slots
 from runtime.processes import parent_alive
 from runtime.replay_spec import needs_features, replay_specs
 from runtime.run_state import RunState
+from runtime.tensorboard_log import GradientHistograms
 from shared_optim import Update
 
 
@@ -190,6 +191,7 @@ class LearnerStep:
         self.model = fast_layout(build_model(meta).to(self.device), meta, args.channels_last)
         self.replica = Replica(shared_model, self.model)
         self.clock = PhaseClock()  # where the learner's time goes (core/timing.py)
+        self.gradient_histograms = GradientHistograms(args)
         self.update = Update(self.replica, optimizer, args, state, 0, self.clock)
         self.generator = torch.Generator().manual_seed(args.seed + args.workers + 1)  # the replays' sampling
         self.queue_count = args.batch_size - sum(replay.count for replay in replays)
@@ -229,6 +231,7 @@ class LearnerStep:
             state.cloning[:] = [policy_cloning.item() / args.num_steps, value_cloning.item() / args.num_steps]
         clock.add("learn", time.perf_counter() - learn_started)
         grad_norm, applied = self.update(loss)
+        self.gradient_histograms(self.model, state.frames.value)
         if applied:
             self.weights.publish()
         self.steps += 1

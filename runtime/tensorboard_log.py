@@ -10,13 +10,15 @@ read against agent steps as CleanRL's and SB3's are):
   IMPALA's learner, per step), and IMPALA's ``impala/*``;
 - ``perf/<phase>``: the share of the workers', actors' and learner's time in each phase over the interval
   (``core.timing.PHASES``: sync, env, act, wait, batch, learn, optimize);
-- ``weights/<parameter>`` histograms of the shared model every ``--histogram-interval`` seconds, and the network's
+- ``weights/<parameter>`` histograms of the shared model every ``--histogram-interval`` seconds (and
+  ``gradients/<parameter>``, from A3G's worker 0 or IMPALA's learner: ``GradientHistograms``), and the network's
   graph once.
 The evaluator writes its own games under ``eval/*`` (runtime/evaluator.py).
 """
 
 import argparse
 import math
+import time
 from typing import Callable
 
 import torch
@@ -93,3 +95,27 @@ class TrainingLog:
         """The last interval's curves (a short run may not have reached one), then the file is closed."""
         self.write(self.clock())
         self.writer.close()
+
+
+class GradientHistograms:
+    """``gradients/<parameter>`` histograms every ``--histogram-interval`` seconds, from the process that computes
+    them (A3G's worker 0, IMPALA's learner: the main process holds no gradients), into an event file of its own in
+    the run directory. ``__call__(model, frames)`` right after an update, while the replica still holds them."""
+
+    def __init__(self, args: argparse.Namespace, clock: Callable[[], float] = time.monotonic):
+        self.interval, self.run_dir, self.clock = args.histogram_interval, args.run_dir, clock
+        self.enabled = args.tensorboard_logger and self.interval > 0
+        self.writer, self.last = None, clock()  # the first after one interval: the start's gradients say little
+
+    def __call__(self, model: torch.nn.Module, frames: float) -> None:
+        if not self.enabled or self.clock() - self.last < self.interval:
+            return
+        self.last = self.clock()
+        if self.writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(self.run_dir, filename_suffix=".gradients")
+        for name, param in model.named_parameters():
+            if param.grad is not None:
+                self.writer.add_histogram(f"gradients/{name}", param.grad.detach().float().cpu(), int(frames))
+        self.writer.flush()

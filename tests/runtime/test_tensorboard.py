@@ -26,6 +26,7 @@ def test_a_cartpole_run_writes_training_games_eval_scores_graph_and_histograms(t
     # the losses come at the log interval, not once per evaluator game
     assert len(events.Scalars("losses/entropy")) >= 8
     assert any(tag.startswith("weights/") for tag in tags["histograms"]) and tags["graph"]
+    assert any(tag.startswith("gradients/") for tag in tags["histograms"])  # worker 0's, from its own event file
     # where the workers' time went: stepping CartPole, acting, learning, and the optimizer's step
     assert {"perf/env", "perf/act", "perf/learn", "perf/optimize", "perf/sync"} <= set(tags["scalars"])
     shares = [events.Scalars(f"perf/{name}")[-1].value for name in ("sync", "env", "act", "wait", "batch", "learn",
