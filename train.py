@@ -16,7 +16,6 @@ terminal: its return bootstraps from the value of the observation it was cut at 
 import argparse
 import collections
 import os
-import time
 from typing import Callable
 
 import numpy as np
@@ -177,15 +176,11 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
         with clock.phase("sync"):
             replica.pull()
         observations[0] = observations[-1]  # where the previous rollout left off
-        env_seconds, started = envs.step_seconds, time.perf_counter()
         # One autocast region for the whole rollout (with --bf16): the weights are cast to bfloat16 once per
         # rollout rather than at every step (17% of the Nature network's training cost at 8 envs).
-        with autocast:
+        with clock.acting(envs), autocast:
             rollout, (hx, cx) = play_rollout(model, envs, observations, (hx.detach(), cx.detach()), args.gamma,
                                              device, batched)
-        env_seconds = envs.step_seconds - env_seconds
-        clock.add("env", env_seconds)
-        clock.add("act", time.perf_counter() - started - env_seconds)
         with clock.phase("learn"):
             loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args)
 

@@ -10,9 +10,16 @@ gradients into the shared model and the optimizer's step).
 
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Protocol
 
 PHASES = ("sync", "env", "act", "wait", "batch", "learn", "optimize")
+
+
+class SteppedEnvs(Protocol):
+    """What ``PhaseClock.acting`` reads of a batch of environments (``envs.rollout_envs.RolloutEnvs``): the seconds
+    spent stepping them so far."""
+
+    step_seconds: float
 
 
 class PhaseClock:
@@ -29,6 +36,18 @@ class PhaseClock:
         finally:
             self.seconds[name] += time.perf_counter() - start
 
+    @contextmanager
+    def acting(self, envs: SteppedEnvs) -> Iterator[None]:
+        """A stretch of acting in ``envs``: the environments' own stepping as ``env``, the rest (forward passes, or
+        the wait for an inference server's answers) as ``act``."""
+        env_start, start = envs.step_seconds, time.perf_counter()
+        try:
+            yield
+        finally:
+            env_seconds = envs.step_seconds - env_start
+            self.seconds["env"] += env_seconds
+            self.seconds["act"] += time.perf_counter() - start - env_seconds
+
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] += seconds
 
@@ -38,7 +57,8 @@ class PhaseClock:
 
 
 def phase_split(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """The share of the roles' time in each phase between two readings of ``RunState.phase_totals`` (a dict of seconds per phase)."""
+    """The share of the roles' time in each phase between two readings of ``RunState.phase_totals`` (dicts of
+    seconds per phase)."""
     spent = {name: after[name] - before[name] for name in after}
     total = sum(spent.values())
     return {name: seconds / total for name, seconds in spent.items()} if total > 0 else {}

@@ -67,10 +67,9 @@ def registered_id(env_id: str) -> str:
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
     """gymnasium's registration of ``env_id``; an unknown id is BadInput (one line), not gymnasium's traceback."""
+    name = registered_id(env_id)  # a module that cannot be imported is BadInput already
     try:
-        return gym.spec(registered_id(env_id))
-    except BadInput:
-        raise
+        return gym.spec(name)
     except Exception as exc:  # gymnasium raises several error types (NameNotFound, VersionNotFound, ...)
         hint = " (an id that a module of yours registers: --env module:Id, or --gym-packages module)" \
             if ":" not in env_id else ""
@@ -79,11 +78,10 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
 
 def is_registered(env_id: str) -> bool:
     """Whether gymnasium knows ``env_id`` (retro games are not gymnasium ids)."""
+    name = registered_id(env_id)
     try:
-        gym.spec(registered_id(env_id))
+        gym.spec(name)
         return True
-    except BadInput:
-        raise
     except Exception:
         return False
 

@@ -2,7 +2,6 @@
 buffers with the policy it is given (its own copy of the weights, ``local_policy``, or the inference server)."""
 
 import argparse
-import time
 
 import numpy as np
 import torch
@@ -59,13 +58,12 @@ class Acting:
         with_features = self.features.shape[-1] > 0
         with self.clock.phase("sync"):
             policy.begin_unroll()
-        env_seconds, started = envs.step_seconds, time.perf_counter()
         obs_np[0] = obs_np[-1]  # where the previous unroll left off
         h0, c0 = self.hx, self.cx
         hx, cx = h0, c0
         games = 0
         self.cuts[:] = 0
-        with torch.no_grad(), self.autocast:
+        with self.clock.acting(envs), torch.no_grad(), self.autocast:  # with a server, "act" is waiting for it
             for t in range(self.T):
                 if with_features:
                     value, logits, (hx, cx), features = policy(obs[t], (hx, cx), with_features=True)
@@ -85,9 +83,6 @@ class Acting:
                 keep = (1.0 - self.dones[t]).unsqueeze(1)
                 hx, cx = hx * keep, cx * keep
         self.hx, self.cx = hx, cx
-        env_seconds = envs.step_seconds - env_seconds
-        self.clock.add("env", env_seconds)
-        self.clock.add("act", time.perf_counter() - started - env_seconds)  # or, with a server, waiting for it
         unroll = {"obs": obs, "actions": self.actions, "rewards": self.rewards, "dones": self.dones,
                   "truncated": self.truncated, "final_obs": self.final_obs, "logits": self.logits,
                   "values": self.values, "features": self.features, "hx": h0, "cx": c0}

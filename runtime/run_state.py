@@ -83,10 +83,10 @@ class RunState:
         # training games as they end: (return, length in agent steps, the run's frames then), a ring of GAME_RING
         # per worker or actor, written by that process alone and read by the main process (TensorBoard)
         self.game_ring = ctx.RawArray("d", workers * GAME_RING * 3)
+        self.games_written = ctx.RawArray("q", workers)
         # seconds per phase (core.timing.PHASES) of each worker or actor, then the learner and the inference role:
         # each row written by its process alone, cumulative over its life
         self.phases = ctx.RawArray("d", (workers + 2) * len(PHASES))
-        self.games_written = ctx.RawArray("q", workers)
         # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
         self.losses = ctx.RawArray("d", 4)
         self.losses[:] = [math.nan] * 4  # NaN until the first update: nothing to log before it

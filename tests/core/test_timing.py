@@ -25,3 +25,15 @@ def test_the_split_is_each_phases_share_of_the_time_between_two_readings():
     split = phase_split(before, after)
     assert split["env"] == pytest.approx(0.75) and split["learn"] == pytest.approx(0.25) and split["act"] == 0
     assert phase_split(before, before) == {}
+
+
+def test_acting_splits_the_environments_time_from_the_rest():
+    class Envs:
+        step_seconds = 1.0
+
+    envs, clock = Envs(), PhaseClock()
+    with clock.acting(envs):
+        time.sleep(0.05)
+        envs.step_seconds += 0.03  # what stepping the environments took inside the stretch
+    assert clock.seconds["env"] == pytest.approx(0.03)
+    assert 0.015 <= clock.seconds["act"] < 0.2
