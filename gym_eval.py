@@ -44,6 +44,7 @@ from envs.environment import (
     is_atari,
     load_env_config,
     make_env,
+    policy_kind,
 )
 from envs.recording import Monitor, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error, video_fps
 from model import RECURRENT_MODELS, build_model, describe_network
@@ -163,7 +164,7 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
     if args.max_episode_length is not None:
         settings.max_episode_length = args.max_episode_length
     atari = is_atari(args.env)
-    if args.skip_rate is not None and family(args.env) != "classic" and args.skip_rate != settings.skip_rate:
+    if args.skip_rate is not None and family(args.env) in ("atari", "retro") and args.skip_rate != settings.skip_rate:
         notes.append(f"--skip-rate {args.skip_rate} overrides the model's {settings.skip_rate}")
         settings.skip_rate = args.skip_rate
     if args.env_config is not None and atari:
@@ -220,9 +221,15 @@ def weights_note(data: dict) -> str:
 def check_env_fits(env: gym.Env, meta: dict, path: str) -> None:
     """BadInput, before any game, when the environment's observations or actions are not what the model takes."""
     obs_shape = [int(d) for d in env.observation_space.shape]
-    if obs_shape != list(meta["obs_shape"]) or env.action_space.n != meta["num_actions"]:
-        raise BadInput(f"{path} expects observations {meta['obs_shape']} and {meta['num_actions']} actions, this "
-                       f"environment gives {obs_shape} and {env.action_space.n}")
+    policy, actions = policy_kind(env.action_space)
+    wanted = meta.get("policy", "categorical")
+
+    def described(kind, count):
+        return f"{count} actions" if kind == "categorical" else f"{count}-dimensional Box actions"
+
+    if obs_shape != list(meta["obs_shape"]) or (policy, actions) != (wanted, meta["num_actions"]):
+        raise BadInput(f"{path} expects observations {meta['obs_shape']} and {described(wanted, meta['num_actions'])}, "
+                       f"this environment gives {obs_shape} and {described(policy, actions)}")
 
 
 def device_for_flag(gpu_id: int) -> torch.device:
@@ -281,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             check_display()
         device = device_for_flag(args.gpu_id)
         path, data, settings, model, notes = load_model_file(args)
-        if rendering and family(args.env) == "classic":
+        if rendering and family(args.env) in ("classic", "continuous"):
             try:
                 import pygame  # noqa: F401  (gymnasium draws classic control frames with it)
             except ImportError:

@@ -35,7 +35,7 @@ from core.logs import Stopwatch, format_time
 from envs.environment import EnvSettings
 from impala.replay import check_run_memory
 from impala.shm import impala_roles
-from model import build_model, fast_layout, flatten_parameters
+from model import build_model, describe_network, fast_layout, flatten_parameters
 from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
 from runtime.config import validate
 from runtime.context import RunContext
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})
     roles_line = (f"{args.workers} actor(s) and a learner" if args.algo == "impala" else f"{args.workers} worker(s)")
     print(f"a3g: training {args.env} ({args.algo}) with {roles_line} on {', '.join(device_names)}, "
-          f"model {meta['model']}, evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a "
+          f"model {describe_network(meta)}, evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a "
           f"core; run directory {args.run_dir}"
           + (f" (resumed at {int(state.frames.value)} frames{branch_note(args)})" if resumed is not None else "")
           + (f"; {cluster.describe(args.workers)}" if cluster is not None else ""), flush=True)

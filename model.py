@@ -1,4 +1,7 @@
-"""Actor-critic networks. Every model maps ``(obs [B, ...], (hx, cx))`` to ``(value [B], logits [B, A], (hx, cx))``.
+"""Actor-critic networks. Every model maps ``(obs [B, ...], (hx, cx))`` to ``(value [B], logits [B, P], (hx, cx))``,
+where ``logits`` are the parameters of the policy's distribution (``core/policy.py``): ``P = A`` logits of a
+categorical over ``A`` actions, or, for a ``d``-dimensional Box (``meta["policy"] == "gaussian"``), ``P = 2d``: the
+means and the log standard deviations of a diagonal Gaussian (``GaussianHead``: a state-independent log-std).
 
 - ``a3clstm``: rl_a3c_pytorch's A3C-LSTM for one 80x80 gray frame: 4 x (conv, 2x2 max-pool, ReLU) -> 1024 features
   -> LSTMCell(hidden) -> actor and critic heads. 3.25M parameters at hidden 512, about 59M multiply-adds a step.
@@ -16,6 +19,10 @@ treat every model alike.
 convolutional (or MLP) part sees all ``T x B`` observations in one batch, only the LSTM cell steps through time. It
 gives what ``T`` calls of ``forward`` would, with far fewer, larger kernels (BENCHMARKS.md).
 
+The vector networks (``mlp``, ``mlplstm``) can normalise their observations with a running mean and variance
+(``ObsNorm``, ``meta["obs_norm"]``): the statistics are parameters that no optimizer touches, so they travel with
+the weights (shared model, replicas, checkpoints, model files) and a saved model plays as it trained.
+
 ``build_model(meta)`` rebuilds a network from ``model_meta(...)``, the small dict stored with every checkpoint.
 """
 
@@ -26,6 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from core.errors import BadInput
+from core.policy import Categorical, DiagGaussian, Policy
 
 
 def normalized_columns_(weight: torch.Tensor, std: float) -> None:
@@ -35,7 +43,7 @@ def normalized_columns_(weight: torch.Tensor, std: float) -> None:
         weight.mul_(std / weight.pow(2).sum(dim=1, keepdim=True).sqrt())
 
 
-def init_heads(actor_linear: nn.Linear, critic_linear: nn.Linear) -> None:
+def init_heads(actor_linear: "nn.Linear | GaussianHead", critic_linear: nn.Linear) -> None:
     """rl_a3c_pytorch's start for the heads: small policy logits (std 0.01: a near-uniform first policy), a value
     head of std 1, zero biases."""
     normalized_columns_(actor_linear.weight, 0.01)
@@ -44,15 +52,79 @@ def init_heads(actor_linear: nn.Linear, critic_linear: nn.Linear) -> None:
     critic_linear.bias.data.zero_()
 
 
+class GaussianHead(nn.Module):
+    """A diagonal Gaussian's parameters for ``d`` action dimensions: the means from the features (a linear layer,
+    ``weight``/``bias`` as the categorical head's), the log standard deviations a parameter of their own, the same
+    in every state (SB3's and the PPO paper's choice for continuous control), starting at 0 (std 1, half the
+    ``[-1, 1]`` action range). Returns ``[..., 2d]``; the log-std is clamped to [-5, 2] for safety."""
+
+    def __init__(self, feature_size: int, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(dim, feature_size))
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.log_std = nn.Parameter(torch.zeros(dim))
+        nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = F.linear(x, self.weight, self.bias)
+        return torch.cat([mean, self.log_std.clamp(-5.0, 2.0).to(mean.dtype).expand_as(mean)], -1)
+
+
+def actor_head(feature_size: int, num_actions: int, policy: str) -> nn.Linear | GaussianHead:
+    """The policy head: logits of a categorical, or a ``GaussianHead`` for ``policy == "gaussian"``."""
+    return GaussianHead(feature_size, num_actions) if policy == "gaussian" else nn.Linear(feature_size, num_actions)
+
+
+def distribution(num_actions: int, policy: str) -> Policy:
+    """What the head's output parameterises (``core/policy.py``): every model keeps it as ``model.policy``."""
+    return DiagGaussian(num_actions) if policy == "gaussian" else Categorical(num_actions)
+
+
+class ObsNorm(nn.Module):
+    """Observations normalised by a running mean and variance, then clipped to [-10, 10] (SB3's VecNormalize and
+    CleanRL's continuous-control recipe). The statistics are parameters without gradients (optimizers skip them:
+    ``trainable``), so they are shared, pulled and saved with the weights; one process updates them (``update``:
+    A3G's worker 0, IMPALA's learner) from the observations it trains on."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.mean = nn.Parameter(torch.zeros(size), requires_grad=False)
+        self.var = nn.Parameter(torch.ones(size), requires_grad=False)
+        self.count = nn.Parameter(torch.full((1,), 1e-4), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x - self.mean) * torch.rsqrt(self.var + 1e-8)).clamp(-10.0, 10.0)
+
+    @torch.no_grad()
+    def update(self, obs: torch.Tensor) -> None:
+        """Merge a batch ``[..., size]`` into the statistics (Chan et al.'s parallel update of mean and variance)."""
+        batch = obs.reshape(-1, self.mean.numel()).double()
+        n, count = batch.shape[0], self.count.double()
+        if n == 0:
+            return
+        mean, var = batch.mean(0), batch.var(0, unbiased=False)
+        delta, total = mean - self.mean.double(), count + n
+        m2 = self.var.double() * count + var * n + delta.pow(2) * count * n / total
+        self.mean.copy_(self.mean.double() + delta * n / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+
+def trainable(parameters) -> list[torch.Tensor]:
+    """The parameters an optimizer steps: all but ``ObsNorm``'s statistics."""
+    return [p for p in parameters if p.requires_grad]
+
+
 class RecurrentActorCritic(nn.Module):
     """The LSTM core and the two heads, shared by every network; subclasses define ``features(obs)``."""
 
-    def __init__(self, feature_size: int, num_actions: int, hidden_size: int):
+    def __init__(self, feature_size: int, num_actions: int, hidden_size: int, policy: str = "categorical"):
         super().__init__()
         self.hidden_size = hidden_size
         self.lstm = nn.LSTMCell(feature_size, hidden_size)
         self.critic_linear = nn.Linear(hidden_size, 1)
-        self.actor_linear = nn.Linear(hidden_size, num_actions)
+        self.actor_linear = actor_head(hidden_size, num_actions, policy)
+        self.policy = distribution(num_actions, policy)
 
     def _init_core(self):
         self.lstm.bias_ih.data.zero_()
@@ -101,9 +173,9 @@ class RecurrentActorCritic(nn.Module):
 
 
 class A3Clstm(RecurrentActorCritic):
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512):
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512, policy: str = "categorical"):
         channels = obs_shape[0]
-        super().__init__(64 * 4 * 4, num_actions, hidden_size)
+        super().__init__(64 * 4 * 4, num_actions, hidden_size, policy)
         # 80 -conv5p2-> 80 -pool-> 40 -conv5p1-> 38 -pool-> 19 -conv4p1-> 18 -pool-> 9 -conv3p1-> 9 -pool-> 4
         self.conv1 = nn.Conv2d(channels, 32, 5, stride=1, padding=2)
         self.conv2 = nn.Conv2d(32, 32, 5, stride=1, padding=1)
@@ -124,15 +196,17 @@ class A3Clstm(RecurrentActorCritic):
 
 
 class MLPlstm(RecurrentActorCritic):
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 128):
-        super().__init__(hidden_size, num_actions, hidden_size)
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 128, policy: str = "categorical",
+                 obs_norm: bool = False):
+        super().__init__(hidden_size, num_actions, hidden_size, policy)
+        self.obs_norm = ObsNorm(obs_shape[0]) if obs_norm else nn.Identity()
         self.fc = nn.Linear(obs_shape[0], hidden_size)
         nn.init.xavier_uniform_(self.fc.weight, gain=nn.init.calculate_gain("relu"))
         self.fc.bias.data.zero_()
         self._init_core()
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.fc(x))
+        return F.relu(self.fc(self.obs_norm(x)))
 
 
 class FeedForwardActorCritic(nn.Module):
@@ -140,10 +214,11 @@ class FeedForwardActorCritic(nn.Module):
 
     hidden_size: int = 0
 
-    def __init__(self, feature_size: int, num_actions: int):
+    def __init__(self, feature_size: int, num_actions: int, policy: str = "categorical"):
         super().__init__()
         self.critic_linear = nn.Linear(feature_size, 1)
-        self.actor_linear = nn.Linear(feature_size, num_actions)
+        self.actor_linear = actor_head(feature_size, num_actions, policy)
+        self.policy = distribution(num_actions, policy)
         init_heads(self.actor_linear, self.critic_linear)
 
     def initial_state(self, batch_size: int = 1,
@@ -173,8 +248,10 @@ class FeedForwardActorCritic(nn.Module):
 class MLP(FeedForwardActorCritic):
     """Two tanh layers of ``width`` units shared by both heads (the usual network for classic control)."""
 
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, width: int = 64):
-        super().__init__(width, num_actions)
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, width: int = 64, policy: str = "categorical",
+                 obs_norm: bool = False):
+        super().__init__(width, num_actions, policy)
+        self.obs_norm = ObsNorm(obs_shape[0]) if obs_norm else nn.Identity()
         self.fc1 = nn.Linear(obs_shape[0], width)
         self.fc2 = nn.Linear(width, width)
         for layer in (self.fc1, self.fc2):
@@ -182,12 +259,12 @@ class MLP(FeedForwardActorCritic):
             layer.bias.data.zero_()
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.fc2(torch.tanh(self.fc1(x))))
+        return torch.tanh(self.fc2(torch.tanh(self.fc1(self.obs_norm(x)))))
 
 
 class Nature(FeedForwardActorCritic):
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512):
-        super().__init__(512, num_actions)
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512, policy: str = "categorical"):
+        super().__init__(512, num_actions, policy)
         self.conv1 = nn.Conv2d(obs_shape[0], 32, 8, stride=4)
         self.conv2 = nn.Conv2d(32, 64, 4, stride=2)
         self.conv3 = nn.Conv2d(64, 64, 3, stride=1)
@@ -216,8 +293,8 @@ class ResidualBlock(nn.Module):
 class ResNet(FeedForwardActorCritic):
     """Espeholt et al., "IMPALA" (2018), Figure 3 (right), without the LSTM."""
 
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 256):
-        super().__init__(256, num_actions)
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 256, policy: str = "categorical"):
+        super().__init__(256, num_actions, policy)
         stages, channels = [], obs_shape[0]
         for out in (16, 32, 32):
             stages += [nn.Conv2d(channels, out, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1),
@@ -266,24 +343,39 @@ def choose_model(name: str, obs_shape: Sequence[int]) -> str:
 RECURRENT_MODELS = ("a3clstm", "mlplstm")
 
 
-def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_size: int) -> dict:
+VECTOR_MODELS = ("mlplstm", "mlp")
+
+
+def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_size: int, policy: str = "categorical",
+               obs_norm: bool = False) -> dict:
     """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
     ``hidden_size`` is the recurrent state's size: feed-forward networks store 0, whatever the flag says; ``mlp``
-    stores the flag as its layers' ``width``."""
+    stores the flag as its layers' ``width``. ``num_actions`` is the number of actions, or a Box's dimensions for
+    ``policy="gaussian"``; ``obs_norm`` (vector networks only) adds ``ObsNorm``. Both are stored only where they
+    differ from the default, so a file written before them describes the same network."""
     meta = {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
             "hidden_size": int(hidden_size) if name in RECURRENT_MODELS else 0}
     if name == "mlp":
         meta["width"] = int(hidden_size)
+    if policy != "categorical":
+        meta["policy"] = policy
+    if obs_norm and name in VECTOR_MODELS:
+        meta["obs_norm"] = True
     return meta
 
 
 def describe_network(meta: dict) -> str:
-    """The network in a few words, for a header line: its name and the size that sets it apart."""
+    """The network in a few words, for a header line: its name and the size that sets it apart (and a Gaussian
+    policy's dimensions, normalised observations)."""
     if meta.get("model") in RECURRENT_MODELS:
-        return f"{meta['model']}, hidden {meta['hidden_size']}"
-    if meta.get("model") == "mlp":
-        return f"mlp, width {meta['width']}"
-    return str(meta.get("model"))
+        text = f"{meta['model']}, hidden {meta['hidden_size']}"
+    elif meta.get("model") == "mlp":
+        text = f"mlp, width {meta['width']}"
+    else:
+        text = str(meta.get("model"))
+    if meta.get("policy") == "gaussian":
+        text += f", Gaussian policy over {meta['num_actions']} dimension(s)"
+    return text + (", normalised observations" if meta.get("obs_norm") else "")
 
 
 def feature_size(meta: dict) -> int:
@@ -309,8 +401,12 @@ def build_model(meta: dict) -> RecurrentActorCritic | FeedForwardActorCritic:
     """The network that ``meta`` (``model_meta``) describes, freshly initialised; an unknown model is BadInput."""
     if meta.get("model") not in MODELS:
         raise BadInput(f"unknown model {meta.get('model')!r}; known: {', '.join(MODELS)}")
+    if meta.get("policy", "categorical") not in ("categorical", "gaussian"):
+        raise BadInput(f"unknown policy {meta.get('policy')!r}; known: categorical, gaussian")
     size = meta["width"] if meta["model"] == "mlp" else meta["hidden_size"]
-    return MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], size)
+    extra = {"obs_norm": True} if meta.get("obs_norm") else {}
+    return MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], size, meta.get("policy", "categorical"),
+                                 **extra)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -220,8 +220,9 @@ def make_optimizer(name: str, params: ParamsT, shared: bool, lr: float, amsgrad:
 
 
 def optimizer_for(args: argparse.Namespace, params: ParamsT, shared: bool) -> torch.optim.Optimizer:
-    """The optimizer the flags name (``--optimizer --lr --eps --amsgrad --alpha --momentum``)."""
-    return make_optimizer(args.optimizer, params, shared, args.lr, args.amsgrad, args.eps, args.alpha,
+    """The optimizer the flags name (``--optimizer --lr --eps --amsgrad --alpha --momentum``), over the parameters
+    that learn (``requires_grad``: not the observation statistics of ``model.ObsNorm``, which one process sets)."""
+    return make_optimizer(args.optimizer, [p for p in params if p.requires_grad], shared, args.lr, args.amsgrad, args.eps, args.alpha,
                           args.momentum)
 
 

@@ -20,7 +20,6 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from core.faults import injected_fault
 from core.hardware import device_for
@@ -79,23 +78,23 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
     forward, but far fewer, larger kernels (meant for a GPU, where launches dominate; BENCHMARKS.md)."""
     num_steps, batch = observations.shape[0] - 1, observations.shape[1]
     observations_np = observations.numpy()
+    policy = model.policy  # the distribution the actor head parameterises (core/policy.py)
     start_state = recurrent_state
     hx, cx = recurrent_state
     rewards, dones = torch.zeros(num_steps, batch), torch.zeros(num_steps, batch)
-    actions = torch.zeros(num_steps, batch, dtype=torch.int64)
+    actions = torch.zeros((num_steps, batch) + policy.action_shape, dtype=policy.action_dtype)
     values, log_probs, entropies = [], [], []
     games = 0
     with torch.set_grad_enabled(torch.is_grad_enabled() and not batched):
         for t in range(num_steps):
             value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
-            log_prob = F.log_softmax(logits.float(), dim=-1)
-            prob = log_prob.exp()
-            action = prob.multinomial(1)
-            actions[t] = action.squeeze(1).cpu()
+            logits = logits.float()
+            action = policy.sample(logits.detach())
+            actions[t] = action.cpu()
             if not batched:
                 values.append(value.float())
-                log_probs.append(log_prob.gather(1, action).squeeze(1))
-                entropies.append(-(log_prob * prob).sum(-1))
+                log_probs.append(policy.log_prob(logits, action))
+                entropies.append(policy.entropy(logits))
 
             step_rewards, step_dones, finished = envs.step(actions[t].numpy(), observations_np[t + 1])
             games += finished
@@ -110,10 +109,9 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
     dones = dones.to(device)
     if batched:
         value, logits, _ = model.unroll(observations[:-1].to(device), start_state, dones)
-        log_policy = F.log_softmax(logits.float(), dim=-1)
-        values = value.float()
-        log_probs = log_policy.gather(2, actions.to(device).unsqueeze(2)).squeeze(2)
-        entropies = -(log_policy * log_policy.exp()).sum(-1)
+        values, logits = value.float(), logits.float()
+        log_probs = policy.log_prob(logits, actions.to(device))
+        entropies = policy.entropy(logits)
     else:
         values, log_probs, entropies = torch.stack(values), torch.stack(log_probs), torch.stack(entropies)
     rollout = Rollout(log_probs, entropies, values, rewards.to(device), gamma * (1.0 - dones),
@@ -168,6 +166,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
         observations = observations.pin_memory()
     observations[-1] = torch.from_numpy(envs.first_obs)
     frames_per_rollout = num_steps * batch * frames_per_step
+    obs_stats = shared_model.obs_norm if rank == 0 and meta.get("obs_norm") else None  # model.ObsNorm
     updates = 0
     fault_nan = rank == 0 and injected_fault("worker_nan")  # test hooks (utils.injected_fault)
     fault_raise = rank == 0 and injected_fault("worker_raise")
@@ -183,6 +182,8 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
                                              device, batched)
         with clock.phase("learn"):
             loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args)
+        if obs_stats is not None:  # one process keeps the observation statistics: they reach the others' next pull
+            obs_stats.update(observations[:-1])
 
         if fault_nan:
             loss = loss * float("nan")

@@ -13,7 +13,8 @@ def play_game(env: gym.Env, model: torch.nn.Module, device: torch.device | str, 
               between: Callable[[int], bool] | None = None) -> tuple[float, int] | None:
     """One whole game; returns ``(return, length)``, or None when ``between`` stopped it.
 
-    Actions are the policy's argmax, or samples from it with ``stochastic``. ``frame_sinks``: callables given each
+    Actions are the policy's greedy ones (the argmax, or a Gaussian's mean), or samples from it with
+    ``stochastic``. ``frame_sinks``: callables given each
     rendered RGB frame (the first one and one per agent step). ``between(length)``, if given, is called every 20
     agent steps (the evaluator paces itself there and checks for a stop request); when it returns False the game
     is abandoned. The game ends when the environment ends or cuts it, or after ``max_steps`` agent steps.
@@ -25,11 +26,9 @@ def play_game(env: gym.Env, model: torch.nn.Module, device: torch.device | str, 
     with torch.no_grad():
         while True:
             _, logits, (hx, cx) = model(torch.from_numpy(np.asarray(obs)).unsqueeze(0).to(device), (hx, cx))
-            if stochastic:
-                action = int(torch.distributions.Categorical(logits=logits.float()).sample().item())
-            else:
-                action = int(logits.argmax(-1).item())
-            obs, reward, terminated, truncated, _ = env.step(action)
+            policy = model.policy  # core/policy.py: a categorical or a Gaussian
+            action = policy.sample(logits.float()) if stochastic else policy.greedy(logits.float())
+            obs, reward, terminated, truncated, _ = env.step(policy.env_action(action[0].cpu()))
             total += float(reward)
             length += 1
             show(env, frame_sinks)

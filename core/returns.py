@@ -38,9 +38,10 @@ The functions are pure and differentiable-free: callers pass detached tensors (t
 """
 
 import collections
-import math
 
 import torch
+
+from core.policy import Categorical, Policy
 
 
 def _check_shapes(rewards, discounts, bootstrap_value, values=None):
@@ -218,8 +219,22 @@ def vtrace_from_logits(behavior_policy_logits: torch.Tensor, target_policy_logit
     if actions.dtype.is_floating_point or actions.dtype.is_complex or actions.dtype == torch.bool:
         raise ValueError(f"actions must be an integer tensor, got dtype {actions.dtype}")
     actions = actions.long()
-    behavior_action_log_probs = _action_log_probs(behavior_policy_logits, actions)
-    target_action_log_probs = _action_log_probs(target_policy_logits, actions)
+    return vtrace_from_action_log_probs(
+        _action_log_probs(behavior_policy_logits, actions), _action_log_probs(target_policy_logits, actions),
+        discounts, rewards, values, bootstrap_value, clip_rho_threshold, clip_pg_rho_threshold, mask)
+
+
+def vtrace_from_action_log_probs(behavior_action_log_probs: torch.Tensor, target_action_log_probs: torch.Tensor,
+                                 discounts: torch.Tensor, rewards: torch.Tensor, values: torch.Tensor,
+                                 bootstrap_value: torch.Tensor, clip_rho_threshold: float | None = 1.0,
+                                 clip_pg_rho_threshold: float | None = 1.0,
+                                 mask: torch.Tensor | None = None) -> VTraceFromLogitsReturns:
+    """V-trace from the taken actions' log-probabilities ``log mu(a_t)`` and ``log pi(a_t)`` (``[T, B]``), for
+    any distribution (a Gaussian policy's densities: ``core/policy.py``): ``log_rhos = log pi(a) - log mu(a)``,
+    then ``vtrace_from_importance_weights``. The returned log-probs (and ``log_rhos``) keep their gradient."""
+    if behavior_action_log_probs.shape != target_action_log_probs.shape:
+        raise ValueError(f"action log-probs must have one shape: got {_shape(behavior_action_log_probs)} and "
+                         f"{_shape(target_action_log_probs)}")
     log_rhos = target_action_log_probs - behavior_action_log_probs
     vtrace_returns = vtrace_from_importance_weights(
         log_rhos=log_rhos, discounts=discounts, rewards=rewards, values=values, bootstrap_value=bootstrap_value,
@@ -236,7 +251,7 @@ TRUST_REGION_MODES = ("laser", "kl_pi_mu", "kl_mu_pi_cut")
 
 @torch.no_grad()
 def trust_region_mask(behavior_logits: torch.Tensor, target_logits: torch.Tensor, threshold: float, mode: str = "laser",
-                      clip_rho_threshold: float | None = 1.0) -> torch.Tensor:
+                      clip_rho_threshold: float | None = 1.0, policy: Policy | None = None) -> torch.Tensor:
     """LASER's trust region: a ``[T, B]`` 0/1 mask of the steps whose behaviour is relevant to the target policy,
     for ``vtrace_from_logits(..., mask=...)``. Logits are ``[T, B, A]`` (``mu``: behaviour, ``pi``: target); a step
     is kept where its divergence is below ``threshold`` (strictly, as the paper's ``beta < b``).
@@ -256,6 +271,10 @@ def trust_region_mask(behavior_logits: torch.Tensor, target_logits: torch.Tensor
     - ``kl_mu_pi_cut``: ``KL(mu || pi)``, and from the first step outside on the rest of the unroll is masked too
       (impala-laser-pytorch's rule; computed here on log-softmax, so adding a constant to either policy's logits
       changes nothing, where that code's KL on raw logits did).
+
+    ``policy`` (``core/policy.py``; default: a categorical over the logits' last dim) says what the logits
+    parameterise. For a Gaussian the KLs are closed-form; LASER's ``KL(pi || pi_hat)`` has none and is estimated
+    with samples of ``pi`` (``DiagGaussian.implied_kl``).
     """
     if mode not in TRUST_REGION_MODES:
         raise ValueError(f"mode must be one of {', '.join(TRUST_REGION_MODES)}, got {mode!r}")
@@ -267,28 +286,15 @@ def trust_region_mask(behavior_logits: torch.Tensor, target_logits: torch.Tensor
             f"policy logits must both be [T, B, A]: got behavior_logits shape {_shape(behavior_logits)} and "
             f"target_logits shape {_shape(target_logits)}"
         )
-    log_mu = torch.log_softmax(behavior_logits, dim=-1)
-    log_pi = torch.log_softmax(target_logits, dim=-1)
+    policy = policy or Categorical(behavior_logits.shape[-1])
     if mode == "laser":
-        divergence = _kl(log_pi, _log_implied_policy(log_mu, log_pi, clip_rho_threshold))
+        divergence = policy.implied_kl(behavior_logits, target_logits, clip_rho_threshold)
     elif mode == "kl_pi_mu":
-        divergence = _kl(log_pi, log_mu)
+        divergence = policy.kl(target_logits, behavior_logits)
     else:
-        divergence = _kl(log_mu, log_pi)
+        divergence = policy.kl(behavior_logits, target_logits)
     inside = divergence < threshold
     if mode == "kl_mu_pi_cut":
         inside = inside.to(torch.int8).cumprod(dim=0).bool()
     return inside.to(target_logits.dtype)
 
-
-def _kl(log_p, log_q):
-    """``KL(p || q)`` over the last dim, from log-probabilities."""
-    return (log_p.exp() * (log_p - log_q)).sum(-1)
-
-
-def _log_implied_policy(log_mu, log_pi, clip_rho_threshold):
-    """``log pi_hat``, ``pi_hat(a) ~ min(rho_bar mu(a), pi(a))``: the policy whose value V-trace estimates."""
-    if clip_rho_threshold is None:
-        return log_pi
-    log_unnormalised = torch.minimum(log_mu + math.log(clip_rho_threshold), log_pi)
-    return log_unnormalised - torch.logsumexp(log_unnormalised, dim=-1, keepdim=True)

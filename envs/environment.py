@@ -9,11 +9,15 @@ Three families of ids (``family``: atari, retro, classic), Atari's in two kinds:
   since the emulator repeats the action itself (``--skip-rate`` sets that emulator frame-skip instead).
 - stable-retro games (``Airstriker-Genesis-v0``, ``SuperMarioKart-Snes-v0``): ``retro_env.py`` owns them (discrete
   button sets, action repeat, game rules); they share Atari's frame pipeline (``frames.py``).
-- Everything else (classic control such as ``CartPole-v1``): observations as they come, cast to float32.
+- Everything else (classic control such as ``CartPole-v1``; continuous control such as ``Pendulum-v1``, Box2D's
+  ``BipedalWalker-v3`` and MuJoCo's ``HalfCheetah-v5``): observations as they come, cast to float32. A Box of
+  actions is rescaled to ``[-1, 1]`` per dimension and clipped there (gymnasium's ``RescaleAction``,
+  ``ClipAction``), the range ``core/policy.py``'s Gaussian acts in.
 
 Frames are counted as emulator frames: ``frames_per_step(...)`` agent steps to frames for each family.
 """
 
+import functools
 import importlib
 import json
 import os
@@ -100,8 +104,48 @@ def check_env_id(env_id: str) -> None:
 
 
 def family(env_id: str) -> str:
-    """``atari``, ``retro`` or ``classic``: what picks the preprocessing and the ``auto`` defaults."""
-    return "retro" if is_retro(env_id) else "atari" if is_atari(env_id) else "classic"
+    """``atari``, ``retro``, ``classic`` (vector observations, discrete actions) or ``continuous`` (a Box of
+    actions: Pendulum, Box2D, MuJoCo): what picks the preprocessing and the ``auto`` defaults."""
+    if is_retro(env_id):
+        return "retro"
+    if is_atari(env_id):
+        return "atari"
+    return "continuous" if isinstance(action_space(env_id), gym.spaces.Box) else "classic"
+
+
+@functools.lru_cache(maxsize=32)
+def action_space(env_id: str) -> gym.Space:
+    """The action space of a gymnasium id that is neither Atari nor retro (built once, then closed)."""
+    try:
+        env = gym.make(registered_id(env_id))
+    except Exception as exc:
+        raise BadInput(f"cannot create environment {env_id!r}: {exc}") from None
+    space = env.action_space
+    env.close()
+    return space
+
+
+def policy_kind(space: gym.Space) -> tuple[str, int]:
+    """What a network acts with in ``space`` (checked by ``check_action_space``): ``("categorical", actions)`` for a
+    Discrete space, ``("gaussian", dimensions)`` for a Box (``model.model_meta``'s ``policy`` and
+    ``num_actions``)."""
+    if isinstance(space, gym.spaces.Box):
+        return "gaussian", int(space.shape[0])
+    return "categorical", int(space.n)
+
+
+def check_action_space(env_id: str, space: gym.Space) -> None:
+    """a3g acts in a ``Discrete`` space (a categorical policy) or in a ``Box`` of one dimension with finite bounds
+    (a diagonal Gaussian, rescaled to the bounds); anything else is BadInput, in one line."""
+    if isinstance(space, gym.spaces.Discrete):
+        return
+    if not isinstance(space, gym.spaces.Box):
+        raise BadInput(f"{env_id} has a {type(space).__name__} action space; a3g takes Discrete or Box actions")
+    if len(space.shape) != 1:
+        raise BadInput(f"{env_id} has Box actions of shape {list(space.shape)}; a3g takes a flat Box (one dimension)")
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        raise BadInput(f"{env_id} has Box actions with infinite bounds ({space.low.tolist()} to "
+                       f"{space.high.tolist()}); a3g's Gaussian policy is rescaled to finite bounds")
 
 
 def is_atari(env_id: str) -> bool:
@@ -303,10 +347,18 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
             env = gym.make(registered_id(env_id), **({"render_mode": render_mode} if render_mode else {}))
         except Exception as exc:
             raise BadInput(f"cannot create environment {env_id!r}: {exc}") from None
-        if not isinstance(env.action_space, gym.spaces.Discrete):
-            raise BadInput(f"{env_id} has a {type(env.action_space).__name__} action space; a3g needs Discrete")
-        if not isinstance(env.observation_space, gym.spaces.Box) or len(env.observation_space.shape) != 1:
-            raise BadInput(f"{env_id}: only flat vector observations or Atari frames are supported")
+        try:
+            check_action_space(env_id, env.action_space)
+            if not isinstance(env.observation_space, gym.spaces.Box) or len(env.observation_space.shape) != 1:
+                raise BadInput(f"{env_id}: only flat vector observations or Atari frames are supported")
+        except BadInput:
+            env.close()
+            raise
+        if isinstance(env.action_space, gym.spaces.Box):
+            # the policy acts in [-1, 1] per dimension (core/policy.py); gymnasium maps that onto the Box's bounds
+            # and clips what a Gaussian sample puts outside
+            unit = np.ones(env.action_space.shape, dtype=np.float32)
+            env = gym.wrappers.ClipAction(gym.wrappers.RescaleAction(env, -unit, unit))
         env = gym.wrappers.DtypeObservation(env, np.float32)
         env = gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
         return gym.wrappers.RecordEpisodeStatistics(env) if train else env

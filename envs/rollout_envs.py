@@ -32,7 +32,8 @@ class RolloutEnvs:
         started = time.perf_counter()
         games = 0
         for j, env in enumerate(self.envs):
-            obs, reward, terminated, truncated, info = env.step(int(actions[j]))
+            # an integer action, or a row of floats for a Box (core/policy.py)
+            obs, reward, terminated, truncated, info = env.step(actions[j] if actions.ndim > 1 else int(actions[j]))
             if "episode" in info:  # gymnasium's RecordEpisodeStatistics: a whole game ended, with its own points
                 self.finished.append((float(info["episode"]["r"]), int(info["episode"]["l"])))
             done = terminated or truncated

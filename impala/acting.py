@@ -5,8 +5,8 @@ import argparse
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from core.policy import policy_for
 from core.timing import PhaseClock
 from envs.environment import EnvSettings
 from envs.rollout_envs import RolloutEnvs
@@ -39,18 +39,19 @@ class Acting:
         self.obs_np = self.obs.numpy()
         self.obs_np[-1] = self.envs.first_obs
         self.hx, self.cx = torch.zeros(batch, meta["hidden_size"]), torch.zeros(batch, meta["hidden_size"])
-        self.actions = torch.zeros((T, batch), dtype=torch.int64)
+        self.distribution = policy_for(meta)  # what the logits parameterise (core/policy.py)
+        self.actions = torch.zeros((T, batch) + self.distribution.action_shape, dtype=self.distribution.action_dtype)
         self.rewards, self.dones = torch.zeros(T, batch), torch.zeros(T, batch)
         self.truncated = torch.zeros(T, batch)
         self.final_obs = torch.zeros((final_slots(settings, T), batch) + self.envs.first_obs.shape[1:])
         self.cuts = np.zeros(batch, dtype=np.int64)  # episodes cut so far in this unroll, per environment
-        self.logits, self.values = torch.zeros((T, batch, meta["num_actions"])), torch.zeros(T, batch)
+        self.logits, self.values = torch.zeros((T, batch, self.distribution.params)), torch.zeros(T, batch)
         self.features = torch.zeros((T, batch, feature_size))  # F = 0 unless a replay ranks by them
         self.frames = unroll_frames(args)
 
     def unroll(self) -> tuple[dict[str, torch.Tensor], int, int]:
         """One unroll of every environment, time-major: ``{"obs": [T + 1, B, ...], "actions", "rewards", "dones",
-        "truncated", "values": [T, B], "final_obs": [K, B, ...], "logits": [T, B, A], "features": [T, B, F], "hx",
+        "truncated", "values": [T, B], "final_obs": [K, B, ...], "logits": [T, B, P], "features": [T, B, F], "hx",
         "cx": [B, H]}`` (the state before ``obs[0]``), then the weights' version that acted and the games finished.
         Rewards are the environment's (clipped with ``--reward-clipping``): a cut's bootstrap is the learner's to
         add. The tensors are this object's buffers: the next call overwrites them."""
@@ -72,7 +73,7 @@ class Acting:
                     value, logits, (hx, cx) = policy(obs[t], (hx, cx))
                 logits = logits.float()
                 self.values[t] = value.float()
-                action = F.softmax(logits, -1).multinomial(1).squeeze(1)
+                action = self.distribution.sample(logits)
                 step_rewards, step_dones, finished = envs.step(action.numpy(), obs_np[t + 1])
                 games += finished
                 self.actions[t], self.logits[t] = action, logits

@@ -12,15 +12,15 @@ import time
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from core.hardware import device_for
-from core.returns import VTraceFromLogitsReturns, trust_region_mask, vtrace_from_logits
+from core.policy import Categorical, Policy
+from core.returns import VTraceFromLogitsReturns, trust_region_mask, vtrace_from_action_log_probs
 from core.timing import PhaseClock
 from envs.environment import EnvSettings
 from impala.boundary import UnrollSource, WeightPublisher
 from impala.replay import ReplayBuffer, Score, concat, distance
-from impala.unrolls import column
+from impala.unrolls import column, policy_layout
 from model import Replica, build_model, fast_layout, feature_size
 from runtime.defaults import final_slots
 from runtime.processes import parent_alive
@@ -64,48 +64,53 @@ def cut_values(model: torch.nn.Module, batch: dict[str, torch.Tensor], states: t
 
 
 def vtrace_targets(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor, cut: torch.Tensor,
-                   gamma: float, mask: torch.Tensor | None = None) -> VTraceFromLogitsReturns:
-    """V-trace over a batch (``returns.vtrace_from_logits``), with ``cut`` (``learner_forward``'s) where a time
+                   gamma: float, mask: torch.Tensor | None = None,
+                   policy: Policy | None = None) -> VTraceFromLogitsReturns:
+    """V-trace over a batch (``returns.vtrace_from_action_log_probs``, the taken actions' log-probabilities under
+    the behaviour and the learner's policy: ``policy``, a categorical over the logits by default), with ``cut`` (``learner_forward``'s) where a time
     limit ended an episode. Such a step ends its episode in the unroll (discount 0: the next observation begins
     another one) but not in truth, so its reward gets ``gamma * V(observation it cut at)``: its TD error, target
     and advantage are then exactly those of an unroll that went on to that observation and ended there (whose
     target V-trace takes to be its value)."""
     discounts = gamma * (1.0 - batch["dones"])
     rewards = batch["rewards"] + gamma * cut
-    return vtrace_from_logits(batch["logits"], logits[:-1], batch["actions"], discounts, rewards,
-                              values[:-1].detach(), values[-1].detach(), mask=mask)
+    policy = policy or Categorical(logits.shape[-1])
+    actions = batch["actions"]
+    return vtrace_from_action_log_probs(policy.log_prob(batch["logits"], actions), policy.log_prob(logits[:-1], actions),
+                                        discounts, rewards, values[:-1].detach(), values[-1].detach(), mask=mask)
 
 
 def impala_loss(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor, cut: torch.Tensor,
-                args: argparse.Namespace,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                args: argparse.Namespace, mask: torch.Tensor | None = None,
+                policy: Policy | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """V-trace actor-critic loss of a batch (``learner_forward``'s logits, values and cut values); returns (loss,
     policy loss, baseline loss, entropy). ``mask`` (``[T, n]``, ``--kl-mask``) drops steps outside the trust
     region from the policy gradient and the value targets (a masked step's target is its own value: no baseline
-    gradient); the entropy bonus keeps every step."""
-    vtrace = vtrace_targets(batch, logits, values, cut, args.gamma, mask)
+    gradient); the entropy bonus keeps every step. ``policy``: what the logits parameterise (a categorical by
+    default; ``core/policy.py``)."""
+    policy = policy or Categorical(logits.shape[-1])
+    vtrace = vtrace_targets(batch, logits, values, cut, args.gamma, mask, policy)
     policy_loss = -(vtrace.target_action_log_probs * vtrace.pg_advantages).sum(0).mean()
     baseline_loss = 0.5 * (vtrace.vs - values[:-1]).pow(2).sum(0).mean()
-    log_policy = F.log_softmax(logits[:-1], -1)
-    entropy = -(log_policy.exp() * log_policy).sum(-1).sum(0).mean()
+    entropy = policy.entropy(logits[:-1]).sum(0).mean()
     loss = policy_loss + args.value_coef * baseline_loss - args.entropy_coef * entropy
     return loss, policy_loss, baseline_loss, entropy
 
 
-def cloning_losses(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor,
-                   first_replayed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def cloning_losses(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor, first_replayed: int,
+                   policy: Policy | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """CLEAR's behavioural cloning (Rolnick et al. 2019, "Experience Replay for Continual Learning", Section 3) on
     the replayed unrolls, the batch's columns from ``first_replayed`` on: policy cloning, per step
     ``KL(mu || pi) = sum_a mu(a) log(mu(a) / pi(a))`` from the stored behaviour logits to the learner's, and value
     cloning ``(V - V_behaviour)^2`` to the values stored at acting time. Each is summed over time and averaged over
     the whole batch (a fresh unroll adds 0), as the V-trace losses are, so a replayed step weighs the same in both.
-    Returns (policy cloning, value cloning)."""
+    Returns (policy cloning, value cloning). For a Gaussian policy (``policy``, ``core/policy.py``) the KL is the
+    closed form between the two Gaussians."""
     n = batch["actions"].shape[1]
-    mu_log = F.log_softmax(batch["logits"][:, first_replayed:], -1)
-    pi_log = F.log_softmax(logits[:-1, first_replayed:], -1)
-    policy = (mu_log.exp() * (mu_log - pi_log)).sum() / n
+    policy = policy or Categorical(logits.shape[-1])
+    cloning = policy.kl(batch["logits"][:, first_replayed:], logits[:-1, first_replayed:]).sum() / n
     value = (values[:-1, first_replayed:] - batch["values"][:, first_replayed:]).pow(2).sum() / n
-    return policy, value
+    return cloning, value
 
 
 def current_view(model: torch.nn.Module, part: dict[str, torch.Tensor], device: torch.device | str,
@@ -135,14 +140,14 @@ def replay_scores(replay: ReplayBuffer, model: torch.nn.Module, device: torch.de
     def elite(slots):
         part = replay.take(slots)
         current, _ = current_view(model, part, device, name)
-        return distance(name, current, part[stored_key].transpose(0, 1), p)
+        return distance(name, current, part[stored_key].transpose(0, 1), p, model.policy)
 
     @torch.no_grad()
     def attentive(slots):
         _, now = current_view(model, {k: v[:, -1:] if k not in ("hx", "cx") else v[-1:] for k, v in fresh.items()},
                               device, name)
         current, _ = current_view(model, replay.take(slots), device, name)
-        return distance(name, current, now.unsqueeze(1), p)
+        return distance(name, current, now.unsqueeze(1), p, model.policy)
 
     sample = attentive if spec["sample_strategy"] == "attentive_sampling" else elite
     return sample, elite
@@ -190,6 +195,8 @@ class LearnerStep:
             torch.cuda.set_device(self.device)
         self.model = fast_layout(build_model(meta).to(self.device), meta, args.channels_last)
         self.replica = Replica(shared_model, self.model)
+        self.policy = self.model.policy  # what the logits parameterise (core/policy.py)
+        self.obs_stats = shared_model.obs_norm if meta.get("obs_norm") else None  # model.ObsNorm
         self.clock = PhaseClock()  # where the learner's time goes (core/timing.py)
         self.gradient_histograms = GradientHistograms(args)
         self.update = Update(self.replica, optimizer, args, state, 0, self.clock)
@@ -218,15 +225,17 @@ class LearnerStep:
         mask = None
         if args.kl_mask:
             mask = trust_region_mask(batch["logits"], logits[:-1].detach(), args.kl_threshold,
-                                     mode=args.kl_mask_mode)
+                                     mode=args.kl_mask_mode, policy=self.policy)
             masked = float((mask == 0).sum())
             state.masked[0] += masked
             state.masked[1] += mask.numel()
             state.masked_recent.value = masked / mask.numel()
-        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, cut, args, mask)
+        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, cut, args, mask, self.policy)
+        if self.obs_stats is not None:  # the learner keeps the observation statistics; they go out with the weights
+            self.obs_stats.update(fresh["obs"])
         need = len(lag)
         if args.clone_losses and batch["actions"].shape[1] > need:  # once a replay holds its share
-            policy_cloning, value_cloning = cloning_losses(batch, logits, values, need)
+            policy_cloning, value_cloning = cloning_losses(batch, logits, values, need, self.policy)
             loss = loss + args.policy_cloning_cost * policy_cloning + args.value_cloning_cost * value_cloning
             state.cloning[:] = [policy_cloning.item() / args.num_steps, value_cloning.item() / args.num_steps]
         clock.add("learn", time.perf_counter() - learn_started)
@@ -271,6 +280,7 @@ def replays_for(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> 
     """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
     them as its predecessor left them."""
     specs, features = replay_specs(args.replay_parameters, args.batch_size), unroll_features(args, meta)
-    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], meta["num_actions"], meta["hidden_size"], features,
-                         final_slots(settings, args.num_steps))
+    layout = policy_layout(meta)
+    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], layout["num_actions"], meta["hidden_size"], features,
+                         final_slots(settings, args.num_steps), layout["action_shape"])
             for spec in specs if spec["type"] != "queue"]

@@ -37,8 +37,9 @@ from typing import Callable
 
 import torch
 
+from core.policy import Categorical, Policy
 from envs.environment import EnvSettings
-from impala.unrolls import UnrollSlots
+from impala.unrolls import UnrollSlots, policy_layout
 from model import feature_size
 from runtime.defaults import final_slots
 from runtime.replay_spec import candidate_count, entry_error, needs_features, replay_specs
@@ -62,21 +63,23 @@ def cos_dist(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tenso
     return 1.0 - similarity
 
 
-def kl_div(target_logits: torch.Tensor, behavior_logits: torch.Tensor) -> torch.Tensor:
-    """``sum_t KL(pi_t || mu_t)`` of each unroll, from logits ``[n, T, A]`` (log-softmax: constants drop out)."""
-    log_pi = torch.log_softmax(target_logits, dim=-1)
-    log_mu = torch.log_softmax(behavior_logits, dim=-1)
-    return (log_pi.exp() * (log_pi - log_mu)).sum(-1).flatten(1).sum(1)
+def kl_div(target_logits: torch.Tensor, behavior_logits: torch.Tensor, policy: Policy | None = None) -> torch.Tensor:
+    """``sum_t KL(pi_t || mu_t)`` of each unroll, from logits ``[n, T, P]``: ``policy``'s KL (``core/policy.py``;
+    by default a categorical over the logits, whose log-softmax drops constants)."""
+    policy = policy or Categorical(target_logits.shape[-1])
+    target_logits, behavior_logits = torch.broadcast_tensors(target_logits, behavior_logits)
+    return policy.kl(target_logits, behavior_logits).flatten(1).sum(1)
 
 
-def distance(name: str, current: torch.Tensor, stored: torch.Tensor, p: float = 2) -> torch.Tensor:
-    """``dist_function`` ``name`` between the current network's features (or logits, for ``kl_div``) and the stored
-    ones; smaller = closer."""
+def distance(name: str, current: torch.Tensor, stored: torch.Tensor, p: float = 2,
+             policy: Policy | None = None) -> torch.Tensor:
+    """``dist_function`` ``name`` between the current network's features (or logits, for ``kl_div``, with
+    ``policy``'s KL) and the stored ones; smaller = closer."""
     if name == "ln_norm":
         return ln_norm(current, stored, p)
     if name == "cos_dist":
         return cos_dist(current, stored)
-    return kl_div(current, stored)
+    return kl_div(current, stored, policy)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -121,10 +124,10 @@ def annealed_lambda(lambda0: float, alfa: float, progress: float) -> float:
 
 
 def slot_bytes(unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int, feature_size: int,
-               final_slots: int = 1) -> int:
+               final_slots: int = 1, action_shape: Sequence[int] = ()) -> int:
     """Bytes one stored unroll takes: one slot of the unroll layout (measured on a one-slot ``UnrollSlots``, so that
     a new field counts), and the replay's ``sample_count`` and ``inserted``."""
-    one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots)
+    one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots, action_shape)
     return sum(t.numel() * t.element_size() for t in vars(one).values() if torch.is_tensor(t)) + 2 * 8
 
 
@@ -150,17 +153,20 @@ def available_memory() -> int | None:
 def check_run_memory(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> None:
     """Refuse, before anything is allocated, a run whose replays would not fit in memory (they need the
     observation's shape, so this runs once the environment is known)."""
+    layout = policy_layout(meta)
     check_replay_memory(replay_specs(args.replay_parameters, args.batch_size), args.num_steps, meta["obs_shape"],
-                        meta["num_actions"], meta["hidden_size"], feature_size(meta),
-                        final_slots(settings, args.num_steps))
+                        layout["num_actions"], meta["hidden_size"], feature_size(meta),
+                        final_slots(settings, args.num_steps), layout["action_shape"])
 
 
 def check_replay_memory(specs: list[dict], unroll_length: int, obs_shape: Sequence[int], num_actions: int,
-                        hidden_size: int, feature_size: int, final_slots: int = 1) -> None:
+                        hidden_size: int, feature_size: int, final_slots: int = 1,
+                        action_shape: Sequence[int] = ()) -> None:
     """ValueError when the replays would not fit in memory (estimated from the observation shape and unroll
     length; ``final_slots``: ``runtime.defaults.final_slots``), before anything is allocated."""
     needed = sum(spec["capacity"] * slot_bytes(unroll_length, obs_shape, num_actions, hidden_size,
-                                               feature_size if needs_features(spec) else 0, final_slots)
+                                               feature_size if needs_features(spec) else 0, final_slots,
+                                               action_shape)
                  for spec in specs if spec["type"] != "queue")
     free = available_memory()
     if free is not None and needed > 0.9 * free:
@@ -182,10 +188,10 @@ class ReplayBuffer(UnrollSlots):
     set, and that slot is never sampled until the next learner has written it again (first)."""
 
     def __init__(self, spec: dict, unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int,
-                 feature_size: int, final_slots: int = 1) -> None:
+                 feature_size: int, final_slots: int = 1, action_shape: Sequence[int] = ()) -> None:
         C = spec["capacity"]
         super().__init__(C, unroll_length, obs_shape, num_actions, hidden_size,
-                         feature_size if needs_features(spec) else 0, final_slots)
+                         feature_size if needs_features(spec) else 0, final_slots, action_shape)
         self.spec = spec
         self.sample_count = torch.zeros(C, dtype=torch.int64)
         self.inserted = torch.zeros(C, dtype=torch.int64)

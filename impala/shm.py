@@ -40,7 +40,7 @@ from impala.acting import Acting, local_policy
 from impala.inference import InferenceClient, InferenceServer, InferenceStopped, inference
 from impala.learner import LearnerStep, learner_loop, replays_for, unroll_features
 from impala.replay import ReplayBuffer
-from impala.unrolls import UnrollSlots, column
+from impala.unrolls import UnrollSlots, column, policy_layout
 from model import Replica
 from runtime.context import RunContext
 from runtime.defaults import final_slots, slots_per_actor
@@ -63,8 +63,9 @@ class UnrollStore(UnrollSlots):
     per_actor)`` belong to actor ``rank``."""
 
     def __init__(self, slots: int, per_actor: int, unroll_length: int, obs_shape: Sequence[int], num_actions: int,
-                 hidden_size: int, feature_size: int = 0, final_slots: int = 1) -> None:
-        super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots)
+                 hidden_size: int, feature_size: int = 0, final_slots: int = 1, action_shape: Sequence[int] = ()) -> None:
+        super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots,
+                         action_shape)
         self.per_actor = per_actor
         self.version = torch.zeros(slots, dtype=torch.int64)
         self.stamp = torch.zeros(slots, dtype=torch.float64)
@@ -216,13 +217,14 @@ def impala_roles(ctx: BaseContext, run: RunContext) -> dict[str, tuple[Callable,
     args, settings, meta, state = run.args, run.settings, run.meta, run.state
     per_actor = slots_per_actor(args)
     features = unroll_features(args, meta)
-    store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], meta["num_actions"],
-                        meta["hidden_size"], features, final_slots(settings, args.num_steps))
+    layout = policy_layout(meta)
+    store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], layout["num_actions"],
+                        meta["hidden_size"], features, final_slots(settings, args.num_steps), layout["action_shape"])
     replays = replays_for(args, settings, meta)
     weights = SharedWeights(ctx, run.shared_model)
     server = None
     if args.inference == "server":
-        server = InferenceServer(ctx, args.workers, args.envs_per_worker, meta["obs_shape"], meta["num_actions"],
+        server = InferenceServer(ctx, args.workers, args.envs_per_worker, meta["obs_shape"], layout["num_actions"],
                                  meta["hidden_size"], features)
     parent = os.getpid()
     roles = {"evaluator": evaluator_role(run), "learner": (learner, (run, store, weights, parent, replays))}

@@ -1,6 +1,7 @@
 """The unroll layout that IMPALA's slot store (impala/shm.py ``UnrollStore``) and the replays (impala/replay.py
-``ReplayBuffer``) share: per slot ``obs [T + 1, ...]``, ``actions``, ``rewards``, ``dones`` ``[T]``, the behaviour
-``logits [T, A]`` and ``values [T]`` (CLEAR's cloning losses clone both), the recurrent state ``hx``/``cx`` before
+``ReplayBuffer``) share: per slot ``obs [T + 1, ...]``, ``actions`` (``[T]`` integers, or ``[T, d]`` floats for a
+Gaussian policy), ``rewards``, ``dones`` ``[T]``, the behaviour policy's parameters ``logits [T, P]``
+(``core/policy.py``) and ``values [T]`` (CLEAR's cloning losses clone both), the recurrent state ``hx``/``cx`` before
 ``obs[0]``, ``features [T, F]`` (F = 0 unless a replay ranks by them), and what a time limit's cut needs:
 ``truncated [T]`` (1 where a time limit, not the game, ended the episode at that step) and ``final_obs [K, ...]``
 (the observations those episodes were cut at, the unroll's first cut in row 0), in shared memory, allocated once;
@@ -15,15 +16,19 @@ from collections.abc import Sequence
 
 import torch
 
+from core.policy import policy_for
+
 
 class UnrollSlots:
     """``slots`` unrolls of ``unroll_length`` steps in the layout above, allocated once (``share_memory`` to share)."""
 
     def __init__(self, slots: int, unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int,
-                 feature_size: int = 0, final_slots: int = 1) -> None:
+                 feature_size: int = 0, final_slots: int = 1, action_shape: Sequence[int] = ()) -> None:
+        """``num_actions``: the width ``P`` of the policy's parameters; ``action_shape``: one action's, ``()`` for
+        an integer (``policy_layout`` gives both for a network)."""
         T = unroll_length
         self.obs = torch.zeros((slots, T + 1, *obs_shape))
-        self.actions = torch.zeros((slots, T), dtype=torch.int64)
+        self.actions = torch.zeros((slots, T, *action_shape), dtype=torch.float32 if action_shape else torch.int64)
         self.rewards = torch.zeros((slots, T))
         self.dones = torch.zeros((slots, T))
         self.truncated = torch.zeros((slots, T))
@@ -53,7 +58,7 @@ class UnrollSlots:
     def read(self, slots: torch.Tensor | list[int]) -> dict[str, torch.Tensor]:
         """The unrolls in ``slots``, time-major: ``[T + 1, n, ...]`` observations, ``[K, n, ...]`` final ones,
         ``[T, n, ...]`` the rest, ``[n, H]`` states (copies: indexing with a list of slots copies)."""
-        batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].t(),
+        batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].transpose(0, 1),
                  "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
                  "truncated": self.truncated[slots].t(), "final_obs": self.final_obs[slots].transpose(0, 1),
                  "logits": self.logits[slots].transpose(0, 1), "values": self.values[slots].t(),
@@ -61,6 +66,13 @@ class UnrollSlots:
         if self.features.shape[-1]:
             batch["features"] = self.features[slots].transpose(0, 1)
         return batch
+
+
+def policy_layout(meta: dict) -> dict:
+    """The unroll layout's policy part for the network ``meta`` describes: ``num_actions`` (the parameters' width)
+    and ``action_shape``, as keywords for ``UnrollSlots``."""
+    policy = policy_for(meta)
+    return {"num_actions": policy.params, "action_shape": policy.action_shape}
 
 
 def column(batch: dict[str, torch.Tensor], j: int) -> dict[str, torch.Tensor]:

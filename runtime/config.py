@@ -31,8 +31,9 @@ from envs.environment import (
     is_retro,
     load_env_config,
     make_env,
+    policy_kind,
 )
-from model import FRAME_FORMAT, choose_model, model_meta
+from model import FRAME_FORMAT, VECTOR_MODELS, choose_model, model_meta
 from runtime.checkpoints import check_compatible, load_checkpoint
 from runtime.defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
 from runtime.replay_spec import DEFAULT_REPLAY_PARAMETERS, check_keys_read, replay_specs
@@ -137,6 +138,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
              "less exact); auto: on for Atari on a "
              "CPU-only machine whose CPU has native bf16, else off")
+    add("--obs-norm", action=argparse.BooleanOptionalAction, default=AUTO,
+        help="normalise vector observations by a running mean and variance kept in the network (mlp, mlplstm; "
+             "saved with the model); auto: on for continuous control, else off")
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
         help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
 
@@ -473,9 +477,12 @@ def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int 
                            tuple(args.gym_packages))
     # Retro games: this is the parent's one emulator, closed here, before any child starts (one per process).
     env = make_env(settings, train=False)
-    obs_shape, num_actions = env.observation_space.shape, env.action_space.n
+    obs_shape, (policy, num_actions) = env.observation_space.shape, policy_kind(env.action_space)
     env.close()
-    meta = model_meta(choose_model(args.model, obs_shape), obs_shape, num_actions, args.hidden_size)
+    name = choose_model(args.model, obs_shape)
+    if args.obs_norm and name not in VECTOR_MODELS:
+        raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")
+    meta = model_meta(name, obs_shape, num_actions, args.hidden_size, policy, args.obs_norm)
     return settings, meta, frames_per_step(args.env, args.skip_rate)
 
 

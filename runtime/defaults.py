@@ -48,7 +48,8 @@ def auto_or(kind: type) -> Callable[[str], object]:
     return parse
 
 
-FAMILY_NAMES = {"atari": "Atari", "retro": "retro games", "classic": "classic control"}
+FAMILY_NAMES = {"atari": "Atari", "retro": "retro games", "classic": "classic control",
+                "continuous": "continuous control"}
 
 
 def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
@@ -74,6 +75,7 @@ def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
         pick("model", "mlp")
         pick("envs_per_worker", 4)
         pick("bf16", False)
+    pick("obs_norm", family == "continuous")
     model = args.model
     pick("lr", LR.get(model, 1e-4))
     pick("hidden_size", HIDDEN.get(model, 512))

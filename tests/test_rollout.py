@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from core.policy import Categorical
 from envs.rollout_envs import RolloutEnvs
 from model import Replica, build_model, fast_layout, flatten_parameters, model_meta
 from shared_optim import SharedAdam, push_gradients
@@ -47,6 +48,7 @@ class Recorder(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model, self.calls, self.answers = model, [], []
+        self.policy = model.policy
 
     def initial_state(self, *a, **k):
         return self.model.initial_state(*a, **k)
@@ -63,6 +65,8 @@ class Recorder(torch.nn.Module):
 
 class ConstantValue(torch.nn.Module):
     """A feed-forward 'network' whose value is 5 everywhere and whose policy is uniform."""
+
+    policy = Categorical(2)
 
     def initial_state(self, batch=1, device="cpu"):
         return torch.zeros(batch, 0), torch.zeros(batch, 0)

@@ -11,7 +11,7 @@ from runtime.defaults import AUTO, batch_capacity, describe, resolve_defaults, s
 
 def auto_args(**given):
     names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef", "eps", "train_forward",
-             "reward_clipping"]
+             "reward_clipping", "obs_norm"]
     return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), algo=given.pop("algo", "a3g"),
                               workers=given.pop("workers", 2), num_buffers=given.pop("num_buffers", None),
                               backend=given.pop("backend", "shm"),
@@ -30,6 +30,8 @@ def auto_args(**given):
     ("retro", False, True, {"model": "nature", "envs_per_worker": 1, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
                             "reward_clipping": "abs_one"}),
     ("retro", True, False, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4}),
+    ("continuous", False, True, {"model": "mlp", "envs_per_worker": 4, "bf16": False, "lr": 2e-3, "obs_norm": True,
+                                 "reward_clipping": "none"}),
 ])
 def test_family_and_machine_defaults(family, gpu, bf16, expected):
     args = auto_args()
@@ -38,8 +40,10 @@ def test_family_and_machine_defaults(family, gpu, bf16, expected):
         assert getattr(args, key) == value, key
     assert AUTO not in vars(args).values()
     assert args.eps == 1e-3
-    names = {"atari": "Atari", "classic": "classic control", "retro": "retro games"}
-    assert len(picked) == 9 and names[family] in description
+    names = {"atari": "Atari", "classic": "classic control", "retro": "retro games",
+             "continuous": "continuous control"}
+    assert len(picked) == 10 and names[family] in description
+    assert args.obs_norm is (family == "continuous")
 
 
 @pytest.mark.parametrize("algo, unchosen", [("a3g", ("inference", "batch_size")), ("impala", ("train_forward",))])
@@ -89,7 +93,7 @@ def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
     _, picked = resolve_defaults(args, family="atari", on_gpu=False, native_bf16=True)
     assert (args.model, args.bf16, args.lr, args.envs_per_worker) == ("a3clstm", False, 5e-5, 8)
     assert {flag for flag, _ in picked} == {"--envs-per-worker", "--hidden-size", "--value-coef", "--eps",
-                                            "--train-forward", "--reward-clipping"}
+                                            "--train-forward", "--reward-clipping", "--obs-norm"}
     args = auto_args(model="a3clstm")
     resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
     assert args.lr == 1e-4  # rl_a3c_pytorch's rate for its network

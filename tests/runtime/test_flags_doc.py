@@ -85,7 +85,8 @@ def test_help_prints_each_default_once():
     assert not twice, twice
 
 
-FAMILIES = {"Atari": "atari", "classic control": "classic", "retro games": "retro"}
+FAMILIES = {"Atari": "atari", "classic control": "classic", "retro games": "retro",
+            "continuous control": "continuous"}
 
 
 @pytest.mark.parametrize("row", table_rows(section("## Defaults")))

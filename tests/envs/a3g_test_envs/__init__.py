@@ -32,3 +32,27 @@ class Corridor(gym.Env):
 
 
 gym.register("Corridor-v0", entry_point=Corridor, max_episode_steps=20)
+
+
+class OddActions(gym.Env):
+    """A one-step task whose action space a3g refuses (``space``: ``unbounded`` a Box with infinite bounds,
+    ``multidiscrete``, ``matrix`` a Box of shape [2, 2]), for the one-line answers."""
+
+    SPACES = {"unbounded": lambda: gym.spaces.Box(-np.inf, np.inf, (2,), dtype=np.float32),
+              "multidiscrete": lambda: gym.spaces.MultiDiscrete([2, 3]),
+              "matrix": lambda: gym.spaces.Box(-1.0, 1.0, (2, 2), dtype=np.float32)}
+
+    def __init__(self, space: str = "unbounded"):
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (3,), dtype=np.float32)
+        self.action_space = self.SPACES[space]()
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, dtype=np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, dtype=np.float32), 0.0, True, False, {}
+
+
+for _space in OddActions.SPACES:
+    gym.register(f"OddActions-{_space}-v0", entry_point=OddActions, kwargs={"space": _space}, max_episode_steps=5)

@@ -1,0 +1,196 @@
+"""Continuous actions: the Gaussian head, observation normalisation, Box environments, and A3G and IMPALA runs on
+Pendulum-v1 (real processes, real files), evaluation, resume and the one-line answers for action spaces a3g
+does not take."""
+
+import json
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT, assert_bad_input, out_dirs, read_json, run_main
+from core.policy import Categorical, DiagGaussian
+from envs.environment import EnvSettings, make_env
+from model import CONV_MODELS, MODELS, ObsNorm, build_model, model_meta, same_network
+from runtime.config import build_parser
+from runtime.defaults import resolve_defaults
+from shared_optim import optimizer_for
+
+TEST_ENVS = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "tests", "envs"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+SHAPES = {"a3clstm": [1, 80, 80], "nature": [4, 84, 84], "resnet": [4, 84, 84], "mlp": [3], "mlplstm": [3]}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_network_takes_a_gaussian_head(name):
+    meta = model_meta(name, SHAPES[name], 2, 32, "gaussian")
+    model = build_model(meta)
+    assert isinstance(model.policy, DiagGaussian) and model.policy.dim == 2
+    obs = torch.rand(3, *SHAPES[name])
+    value, params, _ = model(obs, model.initial_state(3))
+    assert value.shape == (3,) and params.shape == (3, 4)
+    assert torch.equal(params[:, 2:], torch.zeros(3, 2))  # log-std 0 at the start: std 1, half the action range
+    _, unrolled, _ = model.unroll(obs.unsqueeze(0), model.initial_state(3), torch.zeros(1, 3))
+    assert torch.allclose(unrolled[0], params, atol=1e-5)
+    log_prob = model.policy.log_prob(params, model.policy.sample(params))
+    log_prob.sum().backward()
+    assert model.actor_linear.log_std.grad is not None  # the log-std learns
+    # a categorical network is what it was: a file without "policy" rebuilds it
+    old = model_meta(name, SHAPES[name], 6, 32)
+    assert "policy" not in old and isinstance(build_model(old).policy, Categorical)
+
+
+def test_obs_norm_statistics_merge_like_one_batch_and_never_reach_the_optimizer():
+    rng = np.random.default_rng(0)
+    norm = ObsNorm(3)
+    batches = [rng.normal(loc=[1.0, -5.0, 100.0], scale=[0.1, 2.0, 30.0], size=(n, 3)) for n in (5, 40, 17)]
+    for batch in batches:
+        norm.update(torch.from_numpy(batch).float())
+    everything = np.concatenate(batches)
+    np.testing.assert_allclose(norm.mean.numpy(), everything.mean(0), rtol=1e-4)
+    np.testing.assert_allclose(norm.var.numpy(), everything.var(0), rtol=1e-3)
+    out = norm(torch.from_numpy(everything).float())
+    np.testing.assert_allclose(out.mean(0).numpy(), 0.0, atol=1e-3)
+    np.testing.assert_allclose(out.std(0, unbiased=False).numpy(), 1.0, atol=1e-3)
+    assert norm(torch.full((1, 3), 1e9)).max().item() == 10.0  # clipped
+
+    meta = model_meta("mlp", [3], 1, 16, "gaussian", obs_norm=True)
+    model = build_model(meta)
+    args = build_parser().parse_args(["--lr", "1e-3", "--eps", "1e-3"])
+    optimizer = optimizer_for(args, model.parameters(), False)
+    stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    assert not stepped & {id(model.obs_norm.mean), id(model.obs_norm.var), id(model.obs_norm.count)}
+    assert len(stepped) == sum(1 for p in model.parameters() if p.requires_grad)
+    # the statistics are saved and loaded with the weights
+    model.obs_norm.update(torch.from_numpy(everything).float())
+    again = build_model(meta)
+    again.load_state_dict(model.state_dict())
+    assert torch.equal(again.obs_norm.mean, model.obs_norm.mean) and same_network(meta, meta)
+    assert "obs_norm" not in model_meta("nature", [4, 84, 84], 6, 512, obs_norm=True)  # vector networks only
+
+
+def test_box_actions_are_rescaled_to_the_bounds_and_clipped():
+    env = make_env(EnvSettings("Pendulum-v1"), train=False)
+    assert env.action_space.shape == (1,)
+    inner = env.unwrapped
+    env.reset(seed=0)
+    env.step(np.array([0.5], dtype=np.float32))
+    assert inner.last_u == pytest.approx(1.0)  # [-1, 1] onto Pendulum's [-2, 2]
+    env.step(np.array([7.0], dtype=np.float32))
+    assert inner.last_u == pytest.approx(2.0)  # a sample outside the range is clipped
+    env.close()
+
+
+def test_continuous_family_defaults():
+    args = build_parser().parse_args(["--env", "Pendulum-v1"])
+    description, picked = resolve_defaults(args, "continuous", on_gpu=False, native_bf16=True)
+    assert "continuous control" in description
+    assert args.model == "mlp" and args.obs_norm is True and args.bf16 is False
+    assert args.reward_clipping == "none"
+    cartpole = build_parser().parse_args(["--env", "CartPole-v1"])
+    resolve_defaults(cartpole, "classic", on_gpu=False, native_bf16=True)
+    assert cartpole.obs_norm is False
+
+
+@pytest.mark.parametrize("space, words", [
+    ("unbounded", ["infinite bounds"]), ("multidiscrete", ["MultiDiscrete", "Discrete or Box"]),
+    ("matrix", ["shape [2, 2]"])])
+def test_action_spaces_a3g_does_not_take_are_one_line(space, words, tmp_path):
+    result = run_main("--env", f"a3g_test_envs:OddActions-{space}-v0", "--max-frames", "100", *out_dirs(tmp_path),
+                      env=TEST_ENVS, timeout=120)
+    assert_bad_input(result, *words)
+
+
+def test_obs_norm_with_a_conv_network_is_refused(tmp_path):
+    assert_bad_input(run_main("--obs-norm", "--max-frames", "100", *out_dirs(tmp_path), timeout=120),
+                     "--obs-norm", "nature")
+
+
+PENDULUM = ["--env", "Pendulum-v1", "--workers", "2", "--no-tensorboard-logger"]
+
+
+def evaluate(model_path, *flags):
+    return subprocess.run([sys.executable, "gym_eval.py", "--env", "Pendulum-v1", "--model-path", str(model_path),
+                           "--num-episodes", "2", *map(str, flags)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("algo", [["--algo", "a3g"], ["--algo", "impala"]])
+def test_pendulum_run_saves_resumes_and_evaluates(algo, tmp_path):
+    first = run_main(*PENDULUM, *algo, "--max-frames", "6000", *out_dirs(tmp_path), timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "Gaussian policy over 1 dimension" in first.stdout + first.stderr
+    checkpoint = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    meta = checkpoint["model_meta"]
+    assert meta["policy"] == "gaussian" and meta["obs_norm"] is True
+    stats = {k: v for k, v in checkpoint["state_dict"].items() if k.startswith("obs_norm.")}
+    assert stats["obs_norm.count"].item() > 1000  # the statistics learned from the runs' observations
+    assert 0.0 < float(stats["obs_norm.var"].min())
+
+    resumed = run_main(*PENDULUM, "--resume", tmp_path / "run", "--max-frames", "12000", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["frames"] >= 12000 and summary["stop_reason"] == "max_frames"
+
+    best = tmp_path / "run" / "best_model.pt"
+    for mode in ([], ["--stochastic"]):
+        played = evaluate(best, *mode, "--json", tmp_path / "scores.json")
+        assert played.returncode == 0, played.stderr
+        scores = json.load(open(tmp_path / "scores.json"))
+        returns = [game["return"] for game in scores["episodes"]]
+        assert len(returns) == 2 and all(-2000 < r <= 0 for r in returns), scores
+
+
+def test_a_gaussian_model_does_not_fit_a_discrete_environment():
+    """gym_eval's check before any game (a model file played on another environment is refused earlier still)."""
+    import gym_eval
+    from core.errors import BadInput
+    env = make_env(EnvSettings("CartPole-v1"), train=False)
+    with pytest.raises(BadInput, match="1-dimensional Box actions, this environment gives .* 2 actions"):
+        gym_eval.check_env_fits(env, model_meta("mlp", [4], 1, 16, "gaussian"), "model.pt")
+    gym_eval.check_env_fits(env, model_meta("mlp", [4], 2, 16), "model.pt")
+
+
+@pytest.mark.parametrize("flags", [
+    ["--replay-parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
+     '{"type": "standard", "capacity": 50, "sample_ratio": 0.5}]', "--kl-mask", "--clone-losses"],
+    ["--replay-parameters", '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "custom", '
+     '"capacity": 50, "sample_ratio": 0.5, "sample_strategy": "elite_sampling", "dist_function": "kl_div"}]'],
+    ["--inference", "server"],
+])
+def test_impala_with_replays_masks_and_the_inference_server(flags, tmp_path):
+    result = run_main(*PENDULUM, "--algo", "impala", *flags, "--max-frames", "20000", *out_dirs(tmp_path),
+                      timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["frames"] >= 20000 and summary["skipped_updates"] == 0
+
+
+def test_ray_backend_moves_float_actions(tmp_path):
+    pytest.importorskip("ray")
+    result = run_main(*PENDULUM, "--algo", "impala", "--backend", "ray", "--max-frames", "6000",
+                      *out_dirs(tmp_path), timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert read_json(tmp_path / "run" / "summary.json")["frames"] >= 6000
+
+
+@pytest.mark.slow
+def test_pendulum_learns(tmp_path):
+    """CI-sized: the evaluator's mean of 10 games passes -400 (random play: about -1,200) within 150 s."""
+    result = run_main(*PENDULUM, "--stop-score", "-400", "--max-seconds", "150", *out_dirs(tmp_path), timeout=400)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["solved"] is True, summary
+
+
+def test_a_gym_env_with_box_actions_steps_float_rows():
+    from envs.rollout_envs import RolloutEnvs
+    envs = RolloutEnvs(EnvSettings("MountainCarContinuous-v0"), 2, seed=0, clip_rewards=False)
+    out = np.zeros_like(envs.first_obs)
+    rewards, dones, _ = envs.step(np.array([[0.3], [-0.9]], dtype=np.float32), out)
+    assert rewards.shape == (2,) and not np.array_equal(out, envs.first_obs)
+    assert isinstance(gym.make("MountainCarContinuous-v0").action_space, gym.spaces.Box)
