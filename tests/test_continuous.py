@@ -194,3 +194,13 @@ def test_a_gym_env_with_box_actions_steps_float_rows():
     rewards, dones, _ = envs.step(np.array([[0.3], [-0.9]], dtype=np.float32), out)
     assert rewards.shape == (2,) and not np.array_equal(out, envs.first_obs)
     assert isinstance(gym.make("MountainCarContinuous-v0").action_space, gym.spaces.Box)
+
+
+@pytest.mark.parametrize("env_id, dims", [("BipedalWalker-v3", 4), ("HalfCheetah-v5", 6)])
+def test_box2d_and_mujoco_tasks_train(env_id, dims, tmp_path):
+    """requirements-control.txt's tasks (the README's test set-up installs it)."""
+    result = run_main("--env", env_id, "--workers", "1", "--max-frames", "3000", "--no-tensorboard-logger",
+                      *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    meta = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["model_meta"]
+    assert (meta["policy"], meta["num_actions"], meta["obs_norm"]) == ("gaussian", dims, True)
