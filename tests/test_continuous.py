@@ -143,6 +143,10 @@ def test_pendulum_run_saves_resumes_and_evaluates(algo, tmp_path):
         scores = json.load(open(tmp_path / "scores.json"))
         returns = [game["return"] for game in scores["episodes"]]
         assert len(returns) == 2 and all(-2000 < r <= 0 for r in returns), scores
+    # a recording, as for a discrete task
+    recorded = evaluate(best, "-mel", 20, "--record", tmp_path / "videos", "--video-format", "gif")
+    assert recorded.returncode == 0, recorded.stderr
+    assert (tmp_path / "videos" / "Pendulum-v1_episode001.gif").stat().st_size > 0
 
 
 def test_a_gaussian_model_does_not_fit_a_discrete_environment():
