@@ -32,6 +32,7 @@ from typing import Sequence
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.multiprocessing as mp
@@ -74,10 +75,13 @@ def emulator_worker(env_id: str, frame_size: int, frame_stack: int, seconds: flo
     env = make_env(EnvSettings(env_id, frame_size=frame_size, frame_stack=frame_stack), train=True)
     env.reset(seed=seed)
     rng = np.random.default_rng(seed)
+    space = env.action_space
+    discrete = isinstance(space, gym.spaces.Discrete)  # else a Box, which the policy's actions reach in [-1, 1]
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         for _ in range(100):
-            _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            action = int(rng.integers(space.n)) if discrete else rng.uniform(-1, 1, space.shape).astype(np.float32)
+            _, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 env.reset()
         steps += 100

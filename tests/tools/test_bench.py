@@ -33,6 +33,19 @@ def test_bench_measures_impala_in_the_same_table(tmp_path):
     assert rows["nature:2"]["algo"] == "a3g"
 
 
+@pytest.mark.slow
+def test_bench_measures_a_continuous_task(tmp_path):
+    """Box actions: the emulator ceiling steps random actions in [-1, 1], the runs train a Gaussian policy."""
+    out = tmp_path / "bench.json"
+    result = subprocess.run([*command("bench"), "--quick", "--env", "Pendulum-v1", "--configs", "mlp:4",
+                             "mlp:4:impala", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads(out.read_text())["results"]
+    assert [row["name"] for row in rows] == ["mlp:4", "mlp:4:impala"]
+    assert all(row["fps"] > 0 and row["emulator_ceiling_fps"] > row["fps"] for row in rows)
+
+
 def test_configuration_names():
     from tools.bench import parse_config
 
