@@ -15,7 +15,7 @@ import torch
 from conftest import ROOT, assert_bad_input, out_dirs, read_json, run_main
 from core.policy import Categorical, DiagGaussian
 from envs.environment import EnvSettings, make_env
-from model import CONV_MODELS, MODELS, ObsNorm, build_model, model_meta, same_network
+from model import MODELS, ObsNorm, build_model, model_meta, same_network
 from runtime.config import build_parser
 from runtime.defaults import resolve_defaults
 from shared_optim import optimizer_for
