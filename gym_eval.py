@@ -35,6 +35,7 @@ from core.files import atomic_write_text, env_file_name
 from core.hardware import missing_gpus
 from core.logs import file_logger
 from core.play import play_game
+from envs import retro_env
 from envs.environment import (
     EnvSettings,
     check_env_id,
@@ -116,6 +117,9 @@ def build_parser() -> OneLineParser:
     add("--latest", action="store_true",
         help="with a run directory as --model-path: play the run's latest weights (checkpoint.pt), not its best "
              "model")
+    add("--state", nargs="+", default=None, metavar="STATE",
+        help="retro games: play from these save states in turn (files, names in the game's integration folder or "
+             "folders; default: the model's evaluation states)")
     add("--stochastic", action="store_true", help="sample actions from the policy instead of taking the argmax")
     add("--json", default=None, metavar="PATH", help="write the episodes and the summary as JSON to PATH")
     add("--record", default=None, metavar="DIR", help="write games as videos into DIR (every --render-freq-th)")
@@ -167,6 +171,10 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
     if args.skip_rate is not None and family(args.env) in ("atari", "retro") and args.skip_rate != settings.skip_rate:
         notes.append(f"--skip-rate {args.skip_rate} overrides the model's {settings.skip_rate}")
         settings.skip_rate = args.skip_rate
+    if args.state is not None:
+        if settings.retro is None:
+            raise BadInput(f"--state is for stable-retro games; {args.env} is not one")
+        settings.retro = {**settings.retro, "eval_states": retro_env.state_paths(args.env, args.state)}
     if args.env_config is not None and atari:
         crop = env_conf_for(args.env, load_env_config(args.env_config))
         if crop != settings.crop:

@@ -78,3 +78,8 @@ def atomic_torch_save(obj: object, path: str | os.PathLike, keep_previous_as: st
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """A text file (JSON, CSV) that a crash never leaves half-written."""
     _atomic_write(path, lambda f: f.write(text.encode()))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """A binary file (a save state) that a crash never leaves half-written."""
+    _atomic_write(path, lambda f: f.write(data))

@@ -6,6 +6,7 @@ A game runs once its ROM is imported: ``python -m stable_retro.import DIR`` for 
 ``python -m tools.retro_import DIR`` for a3g's own (stable-retro's importer does not know our folder).
 
 The preprocessing, all in this file, in the order the wrappers are stacked:
+- ``StartStates``: with several save states (``--state``, ``--eval-state``), each episode starts from one of them.
 - ``RetroActions``: a discrete action set, a list of button combinations (``retro_games.json``: per game, else per
   console, else one built from the console's pad: no-op, each direction, each button, left/right with the first
   button). Menu buttons (START, SELECT, MODE) are never in a default set: pressing them pauses or resets games.
@@ -27,6 +28,7 @@ of their own, and the parent builds its one env to read the shapes and closes it
 """
 
 import functools
+import gzip
 import json
 import os
 from types import ModuleType
@@ -95,7 +97,7 @@ def system_of(env_id: str) -> str:
 
 
 def state_path(env_id: str, state: str | None) -> str | None:
-    """``--state``: a path to a ``.state`` file, or the name of one in the game's integration folder."""
+    """One ``--state`` entry: a path to a ``.state`` file, or the name of one in the game's integration folder."""
     if state is None:
         return None
     if os.path.isfile(state):
@@ -108,6 +110,42 @@ def state_path(env_id: str, state: str | None) -> str | None:
         raise BadInput(f"--state {state!r}: no such file, and {env_id} has no state of that name "
                          f"(it has: {', '.join(known) or 'none'})")
     return path
+
+
+def state_paths(env_id: str, states: str | list[str] | None, flag: str = "--state") -> list[str]:
+    """``--state``/``--eval-state``: files, names in the game's integration folder, or folders (every ``*.state``
+    in one, in name order), as absolute paths; [] for the game's own start state."""
+    if states is None:
+        return []
+    paths = []
+    for entry in [states] if isinstance(states, str) else states:
+        if os.path.isdir(entry):
+            found = sorted(os.path.join(entry, name) for name in os.listdir(entry) if name.endswith(".state"))
+            if not found:
+                raise BadInput(f"{flag} {entry!r}: a folder without .state files")
+            paths += [os.path.abspath(path) for path in found]
+        else:
+            paths.append(state_path(env_id, entry))
+    for path in paths:
+        read_state(path)  # an unreadable file is one line now, not a crash in every worker
+    return paths
+
+
+def read_state(path: str) -> bytes:
+    """A save state's emulator bytes (stable-retro's ``.state`` files are gzip-compressed)."""
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read()
+    except (OSError, EOFError) as exc:
+        raise BadInput(f"save state {path!r} cannot be read: {exc}") from None
+
+
+def start_states(conf: dict, train: bool) -> list[str]:
+    """The save states episodes start from: training's (``states``) or the evaluator's (``eval_states``, default
+    the training ones). Model files from before several states were possible store one ``state`` (or None)."""
+    if "states" not in conf:
+        return [conf["state"]] if conf.get("state") else []
+    return list(conf["states"] if train or conf.get("eval_states") is None else conf["eval_states"])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -163,13 +201,16 @@ def pad_buttons(env_id: str) -> list[str | None]:
     return list(retro().get_system_info(system_of(env_id))["buttons"])
 
 
-def resolve(env_id: str, state: str | None = None, config_path: str = RETRO_CONFIG) -> dict:
-    """Everything ``EnvSettings.retro`` stores for a game: its settings from retro_games.json and ``--state``.
-    Checks the ROM first, so that a missing ROM is the one line the user sees."""
+def resolve(env_id: str, states: str | list[str] | None = None, config_path: str = RETRO_CONFIG,
+            eval_states: str | list[str] | None = None) -> dict:
+    """Everything ``EnvSettings.retro`` stores for a game: its settings from retro_games.json, the training start
+    states (``--state``: ``states``, [] for the game's own) and the evaluator's (``--eval-state``: ``eval_states``,
+    None for the training ones). Checks the ROM first, so that a missing ROM is the one line the user sees."""
     check_rom(env_id)
     conf = retro_conf_for(env_id, load_retro_config(config_path), pad_buttons(env_id))
-    conf["state"] = state_path(env_id, state)
-    if conf["state"] is None:
+    conf["states"] = state_paths(env_id, states)
+    conf["eval_states"] = state_paths(env_id, eval_states, "--eval-state") if eval_states is not None else None
+    if not conf["states"] or conf["eval_states"] == []:
         check_default_state(env_id)
     return conf
 
@@ -208,6 +249,26 @@ class RetroActions(gym.ActionWrapper):
 
     def action(self, action: int) -> np.ndarray:
         return self._arrays[int(action)]
+
+
+class StartStates(gym.Wrapper):
+    """Each episode starts from one of several save states (``--state A B C``): a random one in training (from a
+    generator seeded by the first ``reset(seed=...)``), one after the other in the evaluator's games, so that its
+    mean weighs every state alike. ``info["start_state"]`` is the index of the one an episode started from."""
+
+    def __init__(self, env: gym.Env, states: list[bytes], shuffle: bool):
+        super().__init__(env)
+        self.states, self.shuffle = states, shuffle
+        self.rng, self.games = np.random.default_rng(), 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None and self.games == 0:
+            self.rng = np.random.default_rng(seed)
+        index = int(self.rng.integers(len(self.states))) if self.shuffle else self.games % len(self.states)
+        self.games += 1
+        self.env.unwrapped.initial_state = self.states[index]  # what stable-retro's reset restores
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs, {**info, "start_state": index}
 
 
 class RetroSkip(gym.Wrapper):
@@ -249,15 +310,17 @@ def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) ->
     """The game with a3g's preprocessing (module docstring), the frame pipeline shared with Atari (frames.py)."""
     r = retro()
     conf = settings.retro
-    state = conf.get("state") or r.State.DEFAULT
+    states = start_states(conf, train)
     try:
-        env = r.make(settings.env_id, state=state, use_restricted_actions=r.Actions.ALL,
-                     render_mode="rgb_array" if render_mode else None)
+        env = r.make(settings.env_id, state=states[0] if states else r.State.DEFAULT,
+                     use_restricted_actions=r.Actions.ALL, render_mode="rgb_array" if render_mode else None)
     except FileNotFoundError:
         check_rom(settings.env_id)
         raise
     except RuntimeError as exc:  # a second emulator in this process
         raise BadInput(f"{settings.env_id}: {exc}") from None
+    if len(states) > 1:
+        env = StartStates(env, [read_state(path) for path in states], shuffle=train)
     env = RetroActions(env, conf["actions"], list(env.unwrapped.buttons))
     env = RetroSkip(env, settings.skip_rate)
     if conf.get("rules"):

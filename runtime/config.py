@@ -103,9 +103,13 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "rewards; auto: abs_one for Atari and retro games, none for classic control")
 
     add = p.add_argument_group('retro games').add_argument
-    add("--state", default=None,
-        help="retro games: start each episode from this save state (a .state file, or the name of one in the "
-             "game's integration folder; default: the game's own start state)")
+    add("--state", nargs="+", default=None, metavar="STATE",
+        help="retro games: start each episode from this save state (a .state file, the name of one in the game's "
+             "integration folder, or a folder of them); several: each training episode from one at random "
+             "(default: the game's own start state)")
+    add("--eval-state", nargs="+", default=None, metavar="STATE",
+        help="retro games: the evaluator's start states, played in turn (default: --state's), e.g. a level that "
+             "training never sees")
 
     add = p.add_argument_group('training', 'for both algorithms').add_argument
     add("--algo", default="a3g", choices=["a3g", "impala"],
@@ -415,8 +419,9 @@ def check_args(args: argparse.Namespace) -> None:
     if is_retro(args.env) and args.envs_per_worker > 1:
         raise BadInput(f"--envs-per-worker {args.envs_per_worker}: stable-retro runs one emulator per process, so "
                          f"retro games take 1 env per worker; use --workers for more emulators")
-    if args.state is not None and not is_retro(args.env):
-        raise BadInput(f"--state is for stable-retro games; {args.env} is not one")
+    for flag, value in (("--state", args.state), ("--eval-state", args.eval_state)):
+        if value is not None and not is_retro(args.env):
+            raise BadInput(f"{flag} is for stable-retro games; {args.env} is not one")
     if args.max_restarts < 0:
         raise BadInput(f"--max-restarts must be >= 0, got {args.max_restarts}")
     if any(n <= 0 for n in args.distributed_step_size):
@@ -472,7 +477,7 @@ def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int 
     """Resolve the environment: its settings, the network's metadata, frames per step. Raises on bad input."""
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
-    retro = retro_env.resolve(args.env, args.state) if is_retro(args.env) else None
+    retro = retro_env.resolve(args.env, args.state, eval_states=args.eval_state) if is_retro(args.env) else None
     settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack, retro,
                            tuple(args.gym_packages))
     # Retro games: this is the parent's one emulator, closed here, before any child starts (one per process).

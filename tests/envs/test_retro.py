@@ -9,6 +9,7 @@ import subprocess
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import ROOT, command, out_dirs, read_json, run_main
 from core.errors import BadInput
@@ -143,12 +144,88 @@ def test_state_flag_names_or_files(tmp_path):
     with gzip.open(copy, "wb") as f:
         f.write(data)
     settings = EnvSettings(AIRSTRIKER, retro=retro_env.resolve(AIRSTRIKER, str(copy)))
-    assert settings.retro["state"] == str(copy)
+    assert settings.retro["states"] == [str(copy)] and settings.retro["eval_states"] is None
     env = make_env(settings, train=False)
     try:
         assert env.unwrapped.initial_state == data
     finally:
         env.close()
+
+
+def test_model_files_with_one_state_still_load():
+    """Model files from before several start states stored ``state`` (a path or None)."""
+    assert retro_env.start_states({"state": "/x/a.state"}, train=True) == ["/x/a.state"]
+    assert retro_env.start_states({"state": None}, train=False) == []
+    conf = {"states": ["a", "b"], "eval_states": None}
+    assert retro_env.start_states(conf, train=False) == ["a", "b"]
+    assert retro_env.start_states({**conf, "eval_states": ["c"]}, train=False) == ["c"]
+    assert retro_env.start_states({**conf, "eval_states": ["c"]}, train=True) == ["a", "b"]
+
+
+@pytest.fixture(scope="module")
+def airstriker_states(tmp_path_factory):
+    """Four save states of one random Airstriker game (``tools/save_states.py``, run as a user runs it)."""
+    out = tmp_path_factory.mktemp("states") / "airstriker"
+    result = subprocess.run([*command("save_states.py"), "--env", AIRSTRIKER, "--steps", "0", "40", "80",
+                             "120", "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(out)) == [f"step{n}.{ext}" for n in (0, 120, 40, 80) for ext in ("png", "state")]
+    again = subprocess.run([*command("save_states.py"), "--env", AIRSTRIKER, "--steps", "40",
+                            "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert again.returncode == 2 and "exists and is kept" in again.stderr  # a user's states are never overwritten
+    return out
+
+
+def first_screen(states, train, seed=None):
+    """The screen after the first reset (the observation itself depends on the running normalisation's history)."""
+    env = make_env(EnvSettings(AIRSTRIKER, retro=retro_env.resolve(AIRSTRIKER, states)), train=train)
+    try:
+        _, info = env.reset(seed=seed)
+        return env.unwrapped.get_screen(), info, env
+    except BaseException:
+        env.close()
+        raise
+
+
+def test_episodes_start_from_several_states(airstriker_states):
+    paths = [str(airstriker_states / f"step{n}.state") for n in (0, 40, 80)]
+    assert retro_env.state_paths(AIRSTRIKER, [str(airstriker_states)]) == sorted(
+        paths + [str(airstriker_states / "step120.state")])  # a folder: its states in name order
+    alone = []
+    for path in paths:
+        screen, _, env = first_screen([path], train=False)
+        env.close()
+        alone.append(screen)
+    assert not np.array_equal(alone[0], alone[1]) and not np.array_equal(alone[1], alone[2])
+    # the evaluator's games: the states in turn, each game starting exactly where that state's own env starts
+    screen, info, env = first_screen(paths, train=False)
+    try:
+        seen = [(info["start_state"], screen)]
+        for _ in range(5):
+            seen.append((env.reset()[1]["start_state"], env.unwrapped.get_screen()))
+    finally:
+        env.close()
+    assert [index for index, _ in seen] == [0, 1, 2, 0, 1, 2]
+    assert all(np.array_equal(screen, alone[index]) for index, screen in seen)
+    # training's episodes: at random, every state in 30 episodes, and the same sequence for the same seed
+    sequences = []
+    for _ in range(2):
+        _, info, env = first_screen(paths, train=True, seed=7)
+        try:
+            sequences.append([info["start_state"]] + [env.reset()[1]["start_state"] for _ in range(29)])
+        finally:
+            env.close()
+    assert sequences[0] == sequences[1] and set(sequences[0]) == {0, 1, 2}
+    assert sequences[0] != [0, 1, 2] * 10
+
+
+def test_bad_state_files_are_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BadInput, match="a folder without .state files"):
+        retro_env.state_paths(AIRSTRIKER, [str(tmp_path / "empty")])
+    (tmp_path / "bad.state").write_bytes(b"not gzip")
+    with pytest.raises(BadInput, match="cannot be read"):
+        retro_env.state_paths(AIRSTRIKER, [str(tmp_path / "bad.state")])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -161,6 +238,8 @@ def test_state_flag_names_or_files(tmp_path):
     (["--env", AIRSTRIKER, "--envs-per-worker", "2"], "one emulator per process"),
     (["--env", AIRSTRIKER, "--state", "Level9"], "no state of that name"),
     (["--env", "CartPole-v1", "--state", "Level1"], "--state is for stable-retro games"),
+    (["--env", "CartPole-v1", "--eval-state", "Level1"], "--eval-state is for stable-retro games"),
+    (["--env", AIRSTRIKER, "--state", "Level1", "--eval-state", "Level9"], "no state of that name"),
 ])
 def test_bad_retro_input_is_one_line_exit_2(flags, expected, tmp_path):
     result = run_main(*flags, "--max-frames", "10", *out_dirs(tmp_path), timeout=120)
@@ -180,10 +259,13 @@ def test_missing_rom_with_the_tools():
 
 
 @pytest.fixture(scope="module")
-def airstriker_run(tmp_path_factory):
-    """A short real training run on Airstriker: one worker (one emulator), the evaluator (another)."""
+def airstriker_run(tmp_path_factory, airstriker_states):
+    """A short real training run on Airstriker: one worker (one emulator), the evaluator (another); training
+    episodes start from three save states, the evaluator's from a fourth."""
     tmp = tmp_path_factory.mktemp("airstriker")
+    states = [str(airstriker_states / f"step{n}.state") for n in (0, 40, 80, 120)]
     result = run_main("--env", AIRSTRIKER, "--workers", "1", "--max-frames", "2000", "--max-seconds", "60",
+                      "--state", *states[:3], "--eval-state", states[3],
                       "--no-tensorboard-logger", *out_dirs(tmp), timeout=240)
     assert result.returncode == 0, result.stderr
     return tmp, result
@@ -198,6 +280,9 @@ def test_training_run_on_airstriker(airstriker_run):
     args = read_json(tmp / "run" / "args.json")
     assert args["env"] == AIRSTRIKER and args["envs_per_worker"] == 1 and args["model"] == "nature"
     assert (tmp / "trained_models" / f"{AIRSTRIKER}.pt").is_file()
+    retro = torch.load(tmp / "trained_models" / f"{AIRSTRIKER}.pt", weights_only=True)["env"]["retro"]
+    assert [os.path.basename(p) for p in retro["states"]] == ["step0.state", "step40.state", "step80.state"]
+    assert [os.path.basename(p) for p in retro["eval_states"]] == ["step120.state"]
 
 
 @pytest.mark.slow
@@ -223,6 +308,20 @@ def test_gym_eval_plays_records_and_scores_airstriker(airstriker_run, tmp_path):
         assert abs(capture.get(cv2.CAP_PROP_FPS) - 15.0) < 0.01
         capture.release()
     assert f"{AIRSTRIKER}: mean" in result.stdout
+
+
+@pytest.mark.slow
+def test_gym_eval_plays_the_states_it_is_given(airstriker_run, airstriker_states, tmp_path):
+    tmp, _ = airstriker_run
+    model = tmp / "trained_models" / f"{AIRSTRIKER}.pt"
+    flags = ["--env", AIRSTRIKER, "--model-path", model, "--num-episodes", "2", "--max-episode-length", "30",
+             "--log-dir", tmp_path / "logs"]
+    bad = run_script("gym_eval.py", *flags, "--state", "Level9", timeout=120)
+    assert bad.returncode == 2 and "no state of that name" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    result = run_script("gym_eval.py", *flags, "--state", airstriker_states / "step0.state", "Level1",
+                        "--json", tmp_path / "scores.json", timeout=240)
+    assert result.returncode == 0, result.stderr
+    assert len(read_json(tmp_path / "scores.json")["episodes"]) == 2
 
 
 # ---------------------------------------------------------------------------------------------------------------
