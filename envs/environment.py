@@ -3,8 +3,9 @@
 Three families of ids (``family``: atari, retro, classic), Atari's in two kinds:
 - ``*NoFrameskip-v4`` (and other Atari ids whose emulator does not skip): the emulator steps one frame at a time and
   we add the classic pipeline: 0-30 no-op starts, action repeat of ``skip_rate`` frames with a max over the last two
-  (flicker removal), life loss as episode end (training only), FIRE at reset where the game needs it, a per-game
-  crop to gray frames in [0, 1] (``frames.py``, shared with retro games), and a running normalisation of the frame.
+  (flicker removal), life loss as episode end (training only), FIRE at reset where the game needs it (and, in whole
+  games, after a lost life, as training's reset presses it), a per-game crop to gray frames in [0, 1]
+  (``frames.py``, shared with retro games), and a running normalisation of the frame.
 - ``ALE/*-v5`` (and any Atari id whose emulator already skips frames): the same pipeline *without* our action repeat,
   since the emulator repeats the action itself (``--skip-rate`` sets that emulator frame-skip instead).
 - stable-retro games (``Airstriker-Genesis-v0``, ``SuperMarioKart-Snes-v0``): ``retro_env.py`` owns them (discrete
@@ -284,7 +285,17 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireReset(gym.Wrapper):
-    """Press FIRE after a reset, for games that wait for it before play starts (no gymnasium twin)."""
+    """Press FIRE after a reset, for games that wait for it before play starts (no gymnasium twin).
+
+    In training a lost life ends the learner's episode (``EpisodicLife``), and the reset that follows presses FIRE
+    again, so the agent never learns to relaunch the ball itself. ``after_life_loss`` (whole games: the evaluator,
+    ``gym_eval.py``) does the same within a game: a lost life is followed by the presses training's reset makes
+    (no-op, FIRE, then action 2), so that the game the evaluator scores plays as the learner was trained. Without
+    it a greedy Breakout agent waits for ever after its first lost life (the game runs into the length cap)."""
+
+    def __init__(self, env: gym.Env, after_life_loss: bool = False):
+        super().__init__(env)
+        self.after_life_loss, self.lives = after_life_loss, 0
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         self.env.reset(**kwargs)
@@ -294,7 +305,20 @@ class FireReset(gym.Wrapper):
         obs, _, terminated, truncated, info = self.env.step(2)
         if terminated or truncated:
             obs, info = self.env.reset(**kwargs)
+        self.lives = self.unwrapped.ale.lives()
         return obs, info
+
+    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.unwrapped.ale.lives()
+        if self.after_life_loss and 0 < lives < self.lives:
+            for press in (0, 1, 2):  # what EpisodicLife's reset and this wrapper's reset press in training
+                if terminated or truncated:
+                    break
+                obs, more, terminated, truncated, info = self.env.step(press)
+                reward += more
+        self.lives = self.unwrapped.ale.lives()
+        return obs, reward, terminated, truncated, info
 
 
 def atari_box(conf: dict, size: int) -> tuple[tuple[int, int], tuple[int, int], int, tuple[int, int] | None]:
@@ -378,7 +402,7 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
         env = gym.wrappers.RecordEpisodeStatistics(env)
         env = EpisodicLife(env)
     if "FIRE" in env.unwrapped.get_action_meanings():
-        env = FireReset(env)
+        env = FireReset(env, after_life_loss=not train)
     env = ScreenFrame(env, *atari_box(conf, settings.frame_size))
     env = NormalizedEnv(env)
     if settings.frame_stack > 1:

@@ -81,6 +81,22 @@ def test_training_reset_after_life_loss_continues_the_game():
     assert env.unwrapped.ale.lives() == lives  # same game, one life fewer: not a new game
 
 
+def test_whole_games_relaunch_the_ball_after_a_lost_life():
+    """A player that never presses FIRE: training's reset relaunches the ball after each lost life, and whole games
+    (the evaluator's) do the same, so the game ends once its 5 lives are gone instead of waiting for ever."""
+    env = make_env(EnvSettings("BreakoutNoFrameskip-v4", max_episode_length=3000), train=False)
+    env.reset(seed=0)
+    lives, lengths = [env.unwrapped.ale.lives()], 0
+    for lengths in range(1, 3001):
+        _, _, terminated, truncated, _ = env.step(0)
+        lives.append(env.unwrapped.ale.lives())
+        if terminated or truncated:
+            break
+    assert terminated and not truncated and lives[-1] == 0
+    assert sorted(set(lives), reverse=True) == [5, 4, 3, 2, 1, 0]
+    assert lengths < 1500  # ~200 agent steps a life
+
+
 def test_max_episode_length_cuts_episodes():
     env = make_env(EnvSettings("PongNoFrameskip-v4", max_episode_length=7), train=False)
     env.reset(seed=0)
