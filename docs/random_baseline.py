@@ -2,6 +2,7 @@
 evaluator's view: full games, raw rewards), so that a trained agent's evaluator mean has a baseline.
 
     python docs/random_baseline.py --env Airstriker-Genesis-v0 --games 30
+    python docs/random_baseline.py --env Airstriker-Genesis-v0 --games 30 --state states/airstriker/step240.state
 """
 
 import argparse
@@ -24,12 +25,14 @@ def main():
     p.add_argument("--games", type=int, default=30)
     p.add_argument("--skip-rate", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--state", nargs="+", default=None, help="retro games: start states, played in turn (as the "
+                   "evaluator's --eval-state)")
     args = p.parse_args()
     retro = None
     if is_retro(args.env):
         from envs import retro_env
 
-        retro = retro_env.resolve(args.env)
+        retro = retro_env.resolve(args.env, eval_states=args.state)
     env = make_env(EnvSettings(args.env, args.skip_rate, 10000, None, 84, 4, retro), train=False)
     env.action_space.seed(args.seed)
     scores, lengths = [], []
@@ -42,7 +45,7 @@ def main():
         scores.append(score)
         lengths.append(length)
         print(f"game {game + 1}: score {score:g}, {length} steps", flush=True)
-    print(json.dumps({"env": args.env, "games": args.games, "mean": float(np.mean(scores)),
+    print(json.dumps({"env": args.env, "state": args.state, "games": args.games, "mean": float(np.mean(scores)),
                       "std": float(np.std(scores)), "median": float(np.median(scores)),
                       "mean_length": float(np.mean(lengths))}))
 
