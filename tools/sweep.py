@@ -229,6 +229,8 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
     lines = [f"# Seed sweep: {env}, {len(runs)} run(s)", ""]
     lines += [f"- {what}: `{meta[key]}`" for what, key in (("sweep", "sweep_command"), ("each run", "run_command"))
               if meta.get(key)]
+    if meta.get("commit"):
+        lines.append(f"- code: commit `{meta['commit']}`")
     lines += [f"- machine: {meta.get('machine') or 'not recorded (no sweep.json of the sweep)'}",
               "- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
               "score (runs that did not exit 0: not reached); return @ F: the running mean of the last game at or "
@@ -273,6 +275,22 @@ def draw(path: str, runs: list[dict], score: float | None, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120, format="png")
     plt.close(fig)
+
+
+def commit() -> str | None:
+    """The code the runs use: main.py's git commit, ``+changes`` where tracked files differ from it; None outside
+    a git checkout."""
+    def git(*args):
+        return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return None
+        changed = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("+changes" if changed else "")
 
 
 def machine() -> str:
@@ -321,7 +339,7 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
 
     meta = {"sweep_command": shlex.join(["python", "-m", "tools.sweep", *argv]), "main_flags": args.main_flags,
             "run_command": shlex.join(["python", "main.py", *flags("SEED", os.path.join(args.out, "runI"))])
-            + f"  (run I = 1..{args.runs}, SEED = {args.seed0} + I - 1)", "machine": machine(), "runs": {}}
+            + f"  (run I = 1..{args.runs}, SEED = {args.seed0} + I - 1)", "machine": machine(), "commit": commit(), "runs": {}}
 
     text = None
     for i in range(1, args.runs + 1):
@@ -396,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report is None:
         return sweep(p, args, argv)
     old = load_json(os.path.join(args.report, "sweep.json"))  # what only the sweep itself saw
-    meta = {key: old.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine")}
+    meta = {key: old.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine", "commit")}
     meta["runs"] = {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}
     score = args.score if args.score is not None else old.get("score")
     print(report(args.report, meta, score, args.budgets or old.get("budgets")), flush=True)

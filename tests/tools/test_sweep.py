@@ -164,6 +164,9 @@ def test_real_sweep(tmp_path):
     report = read_json(out / "sweep.json")
     assert [(r["exit_code"], r["stop_reason"]) for r in report["runs"]] == [(0, "max_frames")] * 2
     assert len(report["budgets"]) == 4 and report["budgets"][-1] <= min(r["frames"] for r in report["runs"])
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # the code the runs used, in the report
+        assert report["commit"].startswith(head.stdout.strip()) and report["commit"] in (out / "sweep.md").read_text()
     assert result.stdout.count("started") == 2 and result.stdout.count("ended: exit 0") == 2
 
 

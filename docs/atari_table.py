@@ -1,0 +1,167 @@
+"""The seven Atari games' results table and figure, rebuilt from the committed runs.
+
+    python docs/atari_table.py                 # reads docs/atari_runs/, writes docs/ATARI.md and docs/atari_runs.png
+    python docs/atari_table.py FOLDER PAGE     # another folder of runs, another page
+
+FOLDER/<Game>/ is one game's ``tools.sweep`` output (run1, run2, ... each with args.json, summary.json and
+progress.csv; sweep.json with the commands, the machine and the commit). For each of rl_a3c_pytorch's seven games the
+page gives: the runs found; the evaluator's running mean at 10M and 20M frames (median and worst of the runs that got
+that far: the last game at or before the budget, as ``tools.sweep`` reads it); the median wall-clock and frames/s;
+the human-normalised score of the median at 20M frames, ``(score - random) / (human - random)`` with Mnih et al.
+(2015)'s random and human scores; and RL Zoo's A2C and PPO scores (10M agent steps = 40M frames, their
+``benchmark.md``). A game without runs has a row that says so.
+"""
+
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from tools.sweep import load_json, load_run, median_and_worst, return_at, run_dirs  # noqa: E402
+
+BUDGETS = (10_000_000, 20_000_000)
+# Mnih et al. 2015 (Nature), Extended Data Table 2: (random, human)
+REFERENCE = {"Asteroids": (719.1, 13157.0), "BeamRider": (363.9, 5775.0), "Breakout": (1.7, 31.8),
+             "MsPacman": (307.3, 15693.0), "Pong": (-20.7, 9.3), "Seaquest": (68.4, 20182.0),
+             "SpaceInvaders": (148.0, 1652.0)}
+# RL Zoo (rl-baselines3-zoo benchmark.md), NoFrameskip-v4 at 10M agent steps (40M frames); None: not published
+RL_ZOO = {"Asteroids": (1286.6, 2156.2), "BeamRider": (2890.3, 3397.0), "Breakout": (279.8, 398.0),
+          "MsPacman": (None, None), "Pong": (17.3, 21.0), "Seaquest": (1721.5, 1783.6),
+          "SpaceInvaders": (627.2, 960.3)}
+GAMES = sorted(REFERENCE)
+
+
+def normalised(game: str, score: float | None) -> float | None:
+    """The human-normalised score: 0 plays like a random policy, 1 like Mnih et al.'s human tester."""
+    if score is None:
+        return None
+    random, human = REFERENCE[game]
+    return (score - random) / (human - random)
+
+
+def load_game(folder: str, game: str) -> dict:
+    """One game's runs and what the table says of them."""
+    out = os.path.join(folder, game)
+    meta = load_json(os.path.join(out, "sweep.json"))
+    known = {r.get("run"): r for r in meta.get("runs", []) if isinstance(r, dict)}
+    runs = [load_run(d, known.get(os.path.basename(d), {})) for d in run_dirs(out)]
+    at = {budget: median_and_worst([return_at(r["curve"], budget) for r in runs
+                                    if r["frames"] is not None and r["frames"] >= budget]) for budget in BUDGETS}
+    reached = {budget: sum(1 for r in runs if r["frames"] is not None and r["frames"] >= budget) for budget in BUDGETS}
+    timed = [r for r in runs if r["frames"] and r["seconds"]]
+    defaults = load_json(os.path.join(run_dirs(out)[0], "args.json")).get("defaults") if runs else None
+    return {"game": game, "runs": runs, "at": at, "reached": reached, "commit": meta.get("commit"),
+            "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
+            "seconds": statistics.median([r["seconds"] for r in timed]) if timed else None,
+            "fps": statistics.median([r["frames"] / r["seconds"] for r in timed]) if timed else None}
+
+
+def number(value: float | None, fmt: str = "{:,.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def pair(median: float | None, worst: float | None, runs: int) -> str:
+    if median is None:
+        return "-"
+    return number(median) if runs == 1 else f"{number(median)} / {number(worst)}"
+
+
+def table(games: list[dict]) -> str:
+    rows = ["| game | runs | return @ 10M frames | return @ 20M frames | wall-clock (min) | frames/s "
+            "| human-normalised @ 20M | RL Zoo A2C @ 40M frames | RL Zoo PPO @ 40M frames |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for g in games:
+        a2c, ppo = RL_ZOO[g["game"]]
+        if not g["runs"]:
+            rows.append(f"| {g['game']} | not run yet | | | | | | {number(a2c)} | {number(ppo)} |")
+            continue
+        (m10, w10), (m20, w20) = g["at"][BUDGETS[0]], g["at"][BUDGETS[1]]
+        rows.append(f"| {g['game']} | {len(g['runs'])} | {pair(m10, w10, g['reached'][BUDGETS[0]])} | "
+                    f"{pair(m20, w20, g['reached'][BUDGETS[1]])} | {number(g['seconds'] and g['seconds'] / 60, '{:.0f}')}"
+                    f" | {number(g['fps'], '{:,.0f}')} | {number(normalised(g['game'], m20), '{:.2f}')} | "
+                    f"{number(a2c)} | {number(ppo)} |")
+    ours = [normalised(g["game"], g["at"][BUDGETS[1]][0]) for g in games]
+    ours = [x for x in ours if x is not None]
+    theirs = [normalised(game, RL_ZOO[game][0]) for game in GAMES if RL_ZOO[game][0] is not None]
+    summary = (f"Median human-normalised score at 20M frames: **{statistics.median(ours):.2f}** over the {len(ours)} "
+               f"game(s) with a run that got that far" if ours else "No game has a run that reached 20M frames yet")
+    summary += (f"; RL Zoo's A2C at 40M frames: {statistics.median(theirs):.2f} (median over the {len(theirs)} games it "
+                f"publishes: no MsPacman).")
+    return "\n".join(rows) + "\n\n" + summary + "\n"
+
+
+def provenance(games: list[dict]) -> str:
+    lines = []
+    for g in (g for g in games if g["runs"]):
+        lines.append(f"- **{g['game']}**: `{g['command']}`; code `{g['commit'] or 'not recorded'}`; "
+                     f"{g['machine'] or 'machine not recorded'}; {g['defaults'] or 'defaults not recorded'}")
+    return "\n".join(lines) if lines else "- no runs yet"
+
+
+def figure(games: list[dict], path: str) -> None:
+    """Every run's evaluator running mean against frames, one panel per game."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
+
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7))
+    for ax, g in zip(axes.flat, games):
+        for run in (r for r in g["runs"] if r["curve"]):
+            ax.plot(run["curve"]["frames"], run["curve"]["mean_return"], label=f"seed {run['seed']}")
+        random, _ = REFERENCE[g["game"]]
+        ax.axhline(random, color="gray", linestyle=":", linewidth=1, label="random")
+        ax.set_title(g["game"])
+        ax.xaxis.set_major_formatter(EngFormatter())
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="x-small")
+    axes.flat[-1].axis("off")
+    fig.supxlabel("frames")
+    fig.supylabel("evaluator return, running mean")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
+
+
+INTRO = """# Atari: the seven games rl_a3c_pytorch shipped
+
+How `python main.py --env <Game>NoFrameskip-v4` learns with no other flag (the defaults of the machine it runs on),
+each game to 20M frames through `python -m tools.sweep`. Rebuilt from the committed runs in `{folder}/` by
+`python docs/atari_table.py`; the figure is `{figure}`.
+
+How the scores are taken: the evaluator's greedy policy (the argmax of the policy) plays whole games (all lives, raw
+points, 0-30 no-op starts, games cut at `--max-episode-length` 10,000 agent steps), pressing FIRE after a lost life
+in the games that wait for it, as training's reset does; a return at N frames is the evaluator's running mean (over
+`--score-window`, 10 games) at its last game at or before N frames of training; where there are several runs a
+cell is "median / worst".
+Human-normalised: `(score - random) / (human - random)` with the random and human scores of Mnih et al. (2015).
+RL Zoo's A2C and PPO (stable-baselines3's rl-baselines3-zoo, `benchmark.md`) trained 10M agent steps, i.e. **40M
+frames**, twice our budget, and evaluate the stochastic policy.
+
+"""
+
+
+def main(argv: list[str]) -> int:
+    folder = argv[0] if argv else os.path.join(HERE, "atari_runs")
+    page = argv[1] if len(argv) > 1 else os.path.join(HERE, "ATARI.md")
+    stem = os.path.splitext(os.path.basename(page))[0].lower()  # ATARI.md -> atari_runs.png beside it
+    png = os.path.join(os.path.dirname(page), stem + "_runs.png")
+    games = [load_game(folder, game) for game in GAMES]
+    rel = os.path.relpath
+    text = (INTRO.format(folder=rel(folder, os.path.dirname(page)), figure=rel(png, os.path.dirname(page)))
+            + table(games) + "\n## The runs\n\n" + provenance(games) + "\n\n"
+            + f"![Every run of the seven games]({rel(png, os.path.dirname(page))})\n")
+    with open(page, "w") as f:
+        f.write(text)
+    figure(games, png)
+    print(text)
+    print(json.dumps({"page": page, "figure": png}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

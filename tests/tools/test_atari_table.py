@@ -1,0 +1,71 @@
+"""docs/atari_table.py: the seven games' table from runs on disk (crafted here: the numbers are known)."""
+
+import csv
+import importlib.util
+import json
+import os
+
+import pytest
+
+from conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("atari_table", os.path.join(ROOT, "docs", "atari_table.py"))
+atari_table = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(atari_table)
+
+M = 1_000_000
+FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
+
+
+def crafted_run(folder, points, seed):
+    """A run whose evaluator running mean is ``mean`` at ``frames`` for each (frames, mean); 1,000 frames/s."""
+    folder.mkdir(parents=True)
+    with open(folder / "progress.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(FIELDS)
+        for k, (frames, mean) in enumerate(points):
+            writer.writerow([frames / 1000, frames, k, mean, 100, mean, 1000.0])
+    (folder / "args.json").write_text(json.dumps({"env": "BreakoutNoFrameskip-v4", "seed": seed,
+                                                  "defaults": "defaults for Atari on a CPU-only machine: --model nature"}))
+    (folder / "summary.json").write_text(json.dumps({"frames": points[-1][0], "seconds": points[-1][0] / 1000,
+                                                     "stop_reason": "max_frames"}))
+
+
+@pytest.fixture
+def runs(tmp_path):
+    folder = tmp_path / "atari_runs"
+    crafted_run(folder / "Breakout" / "run1", [(5 * M, 10), (10 * M, 100), (15 * M, 200), (20 * M, 300)], 1)
+    crafted_run(folder / "Breakout" / "run2", [(9 * M, 50), (19 * M, 250), (20 * M, 280)], 2)
+    crafted_run(folder / "Breakout" / "run3", [(10 * M, 40), (12 * M, 45)], 3)  # stopped before 20M: not counted
+    (folder / "Breakout" / "sweep.json").write_text(json.dumps({
+        "sweep_command": "python -m tools.sweep --runs 3 --frames 20000000 --out x -- --env BreakoutNoFrameskip-v4",
+        "machine": "a machine", "commit": "abc123", "runs": []}))
+    crafted_run(folder / "Pong" / "run1", [(10 * M, 18.0), (20 * M, 20.5)], 1)
+    return folder
+
+
+def test_the_table_from_crafted_runs(runs, tmp_path):
+    page = tmp_path / "ATARI.md"
+    assert atari_table.main([str(runs), str(page)]) == 0
+    text = page.read_text()
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("| game")}
+    breakout = rows["Breakout"]
+    assert breakout[1] == "3"
+    assert breakout[2] == "50.0 / 40.0"  # at 10M: 100, 50, 40 -> median 50, worst 40
+    assert breakout[3] == "290.0 / 280.0"  # at 20M: only the two runs that got there
+    assert breakout[5] == "1,000"  # frames/s
+    assert breakout[6] == f"{(290.0 - 1.7) / (31.8 - 1.7):.2f}"  # human-normalised
+    assert breakout[7] == "279.8" and breakout[8].startswith("398.0")
+    assert rows["Pong"][1] == "1" and rows["Pong"][3] == "20.5"
+    assert "not run yet" in rows["Seaquest"][1] and "not run yet" in rows["MsPacman"][1]
+    assert len(rows) == 7 and list(rows) == sorted(rows)  # the seven games, by name
+    assert "abc123" in text and "--env BreakoutNoFrameskip-v4" in text and "--model nature" in text
+    ours = sorted([(290.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
+    assert f"**{(ours[0] + ours[1]) / 2:.2f}** over the 2 game(s)" in text
+    assert (tmp_path / "atari_runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_human_normalised_scores():
+    assert atari_table.normalised("Pong", -20.7) == 0.0 and atari_table.normalised("Pong", 9.3) == pytest.approx(1.0)
+    assert atari_table.normalised("Breakout", None) is None
