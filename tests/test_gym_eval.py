@@ -250,6 +250,28 @@ def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
 
 
+def test_export_a_best_model_in_bfloat16(cartpole_run, tmp_path):
+    """--bf16 halves the file; loading widens the weights to float32 exactly; the model still plays."""
+    best, out = cartpole_run / "run" / "best_model.pt", tmp_path / "small.pt"
+    result = subprocess.run([*command("export_model"), str(best), str(out), "--bf16"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "bfloat16 weights" in result.stdout, result.stderr
+    original, small = torch.load(best, weights_only=True), torch.load(out, weights_only=True)
+    assert small["return"] == original["return"]  # a model file keeps its game's score
+    assert all(value.dtype == torch.bfloat16 for value in small["state_dict"].values() if value.is_floating_point())
+    weights = sum(v.numel() * v.element_size() for v in original["state_dict"].values())
+    assert sum(v.numel() * v.element_size() for v in small["state_dict"].values()) == weights // 2
+    from model import build_model
+
+    model = build_model(small["model_meta"])
+    model.load_state_dict(small["state_dict"])
+    for name, value in model.state_dict().items():
+        assert value.dtype == torch.float32 and torch.equal(value, small["state_dict"][name].float()), name
+        assert torch.allclose(value, original["state_dict"][name], rtol=1e-2, atol=1e-3), name
+    played = run_eval("--model-path", out, "--num-episodes", "1", "--log-dir", tmp_path / "logs")
+    assert played.returncode == 0 and "an evaluator game of" in header_line(played.stdout), played.stderr
+
+
 def header_line(stdout):
     return next(line for line in stdout.splitlines() if line.startswith("gym_eval: "))
 

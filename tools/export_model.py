@@ -2,16 +2,24 @@
 
     python -m tools.export_model runs/<run> trained_models/PongNoFrameskip-v4.pt
     python -m tools.export_model runs/<run>/checkpoint-1200000.pt pong_at_1.2M.pt
+    python -m tools.export_model runs/<run>/best_model.pt trained_models/PongNoFrameskip-v4.pt --bf16
 
 The evaluator already keeps the weights of its best game in the run's ``best_model.pt``; one great game is a noisy
-way to pick a model, so this takes the run's own latest weights (its ``checkpoint.pt``) instead. The model file holds
-the weights and what is needed to rebuild the network and the preprocessing, without the optimizer's statistics.
+way to pick a model, so from a run directory this takes the run's own latest weights (its ``checkpoint.pt``)
+instead; a model file given by name (``best_model.pt``) is exported as it is. The model file holds the weights and
+what is needed to rebuild the network and the preprocessing, without the optimizer's statistics.
+
+``--bf16`` stores the network's weights as bfloat16, half the size (for models that ship in a repository); the
+observation statistics of ``--obs-norm`` stay float32. Loading widens them back to float32 exactly, so the model
+plays with precisely the stored values, which are the trained ones rounded to bfloat16.
 """
 
 import argparse
 import math
 import os
 import sys
+
+import torch
 
 from core.cli import OneLineParser
 from core.errors import BadInput
@@ -27,15 +35,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("checkpoint", help="a run directory or one of its checkpoint files")
     p.add_argument("output", help="the model file to write (a new file, unless --force)")
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
+    p.add_argument("--bf16", action="store_true", help="store the weights as bfloat16 (half the size)")
     args = p.parse_args(argv)
     if os.path.exists(args.output) and not args.force:
         print(f"{PROG}: error: {args.output} exists; it is kept (--force replaces it)", file=sys.stderr)
         return 2
     try:
-        data = load_checkpoint(args.checkpoint, kind="checkpoint")
-        # "return" is NaN: these are not the weights of one evaluator game
-        atomic_torch_save(model_file(data["env"], data["model_meta"], data["state_dict"], math.nan,
-                                     data.get("frames", 0.0)), args.output)
+        data = load_checkpoint(args.checkpoint)
+        if data.get("kind") not in ("checkpoint", "model"):
+            raise BadInput(f"{args.checkpoint} holds a {data.get('kind')!r}, not a checkpoint or a model")
+        weights = bf16_weights(data["state_dict"]) if args.bf16 else data["state_dict"]
+        # a checkpoint's "return" is NaN: these are not the weights of one evaluator game
+        score = data.get("return", math.nan) if data["kind"] == "model" else math.nan
+        atomic_torch_save(model_file(data["env"], data["model_meta"], weights, score, data.get("frames", 0.0),
+                                     data.get("run")), args.output)
     except BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -43,8 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: cannot write {args.output}: {exc}", file=sys.stderr)
         return 2
     print(f"export_model.py: wrote {args.output} ({data['env']['env_id']}, {data['model_meta']['model']}, "
-          f"{int(data.get('frames', 0))} frames)")
+          f"{int(data.get('frames', 0))} frames{', bfloat16 weights' if args.bf16 else ''})")
     return 0
+
+
+def bf16_weights(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The floating-point weights as bfloat16; the observation statistics (``obs_norm.*``) as they are."""
+    return {name: value.to(torch.bfloat16) if value.is_floating_point() and not name.startswith("obs_norm.")
+            else value for name, value in state_dict.items()}
 
 
 if __name__ == "__main__":
