@@ -175,6 +175,11 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
         if settings.retro is None:
             raise BadInput(f"--state is for stable-retro games; {args.env} is not one")
         settings.retro = {**settings.retro, "eval_states": retro_env.state_paths(args.env, args.state)}
+    elif settings.retro is not None:  # state files are the training machine's paths
+        for state in retro_env.start_states(settings.retro, train=False):
+            if not os.path.isfile(state):
+                raise BadInput(f"{path} starts its games from {state}, which is not here: give --state FILE "
+                               f"(or the name of a state in the game's integration folder)")
     if args.env_config is not None and atari:
         crop = env_conf_for(args.env, load_env_config(args.env_config))
         if crop != settings.crop:

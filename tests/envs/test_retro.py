@@ -322,6 +322,16 @@ def test_gym_eval_plays_the_states_it_is_given(airstriker_run, airstriker_states
                         "--json", tmp_path / "scores.json", timeout=240)
     assert result.returncode == 0, result.stderr
     assert len(read_json(tmp_path / "scores.json")["episodes"]) == 2
+    # a model file whose evaluation state is not on this machine: one line that names --state
+    moved = torch.load(model, weights_only=True)
+    moved["env"]["retro"]["eval_states"] = [str(tmp_path / "elsewhere" / "step120.state")]
+    torch.save(moved, tmp_path / "moved.pt")
+    flags[flags.index(model)] = tmp_path / "moved.pt"
+    missing = run_script("gym_eval.py", *flags, timeout=120)
+    assert missing.returncode == 2 and len(missing.stderr.splitlines()) == 1, missing.stderr
+    assert "is not here: give --state" in missing.stderr
+    assert run_script("gym_eval.py", *flags, "--state", airstriker_states / "step120.state",
+                      timeout=240).returncode == 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
