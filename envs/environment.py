@@ -310,14 +310,17 @@ class FireReset(gym.Wrapper):
 
     def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
+        if not self.after_life_loss:  # training: EpisodicLife ends the episode at a lost life, and reset presses
+            return obs, reward, terminated, truncated, info
         lives = self.unwrapped.ale.lives()
-        if self.after_life_loss and 0 < lives < self.lives:
+        if 0 < lives < self.lives:
             for press in (0, 1, 2):  # what EpisodicLife's reset and this wrapper's reset press in training
                 if terminated or truncated:
                     break
                 obs, more, terminated, truncated, info = self.env.step(press)
                 reward += more
-        self.lives = self.unwrapped.ale.lives()
+            lives = self.unwrapped.ale.lives()
+        self.lives = lives
         return obs, reward, terminated, truncated, info
 
 
