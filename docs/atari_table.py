@@ -47,12 +47,13 @@ def load_game(folder: str, game: str) -> dict:
     out = os.path.join(folder, game)
     meta = load_json(os.path.join(out, "sweep.json"))
     known = {r.get("run"): r for r in meta.get("runs", []) if isinstance(r, dict)}
-    runs = [load_run(d, known.get(os.path.basename(d), {})) for d in run_dirs(out)]
-    at = {budget: median_and_worst([return_at(r["curve"], budget) for r in runs
-                                    if r["frames"] is not None and r["frames"] >= budget]) for budget in BUDGETS}
-    reached = {budget: sum(1 for r in runs if r["frames"] is not None and r["frames"] >= budget) for budget in BUDGETS}
+    dirs = run_dirs(out)
+    runs = [load_run(d, known.get(os.path.basename(d), {})) for d in dirs]
+    got_to = {budget: [r for r in runs if r["frames"] is not None and r["frames"] >= budget] for budget in BUDGETS}
+    at = {budget: median_and_worst([return_at(r["curve"], budget) for r in got]) for budget, got in got_to.items()}
+    reached = {budget: len(got) for budget, got in got_to.items()}
     timed = [r for r in runs if r["frames"] and r["seconds"]]
-    defaults = load_json(os.path.join(run_dirs(out)[0], "args.json")).get("defaults") if runs else None
+    defaults = load_json(os.path.join(dirs[0], "args.json")).get("defaults") if dirs else None
     return {"game": game, "runs": runs, "at": at, "reached": reached, "commit": meta.get("commit"),
             "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
             "seconds": statistics.median([r["seconds"] for r in timed]) if timed else None,

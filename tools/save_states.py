@@ -5,8 +5,8 @@
 
 It plays one game from ``--state`` (default: the game's own start state) with uniformly random actions (seeded by
 ``--seed``; a3g's action set and frame skip, so a step is ``--skip-rate`` emulator frames) and, when the game has
-played each of ``--steps`` agent steps, writes ``<out>/step<N>.state`` (never over an existing file) (stable-retro's gzip format, loadable by
-``--state`` and by stable-retro itself) and a PNG of the screen beside it, to look at. A game that ends before the
+played each of ``--steps`` agent steps, writes ``<out>/step<N>.state`` (stable-retro's gzip format, loadable by
+``--state`` and by stable-retro itself; never over an existing file) and a PNG of the screen beside it, to look at. A game that ends before the
 last step saves what it reached and exits 1 naming the step it ended at: pick earlier steps or another ``--seed``.
 """
 
@@ -45,9 +45,9 @@ def save_states(env_id: str, steps: list[int], out: str, state: str | None = Non
         raise BadInput(f"{taken[0]} exists and is kept: give another --out")
     os.makedirs(out, exist_ok=True)
     settings = EnvSettings(env_id, skip_rate, 10 ** 9, retro=retro_env.resolve(env_id, state))
-    env = make_env(settings, train=False, render_mode="rgb_array")
+    env = make_env(settings, train=False)
     rng = np.random.default_rng(seed)
-    written, step, ended = [], 0, None
+    written, step = [], 0
     try:
         env.reset(seed=seed)
         emulator = env.unwrapped.em
@@ -63,7 +63,7 @@ def save_states(env_id: str, steps: list[int], out: str, state: str | None = Non
             write_png(path[:-len(".state")] + ".png", env.unwrapped.get_screen())
     finally:
         env.close()
-    return written, ended
+    return written, None
 
 
 def state_file(out: str, step: int) -> str:
