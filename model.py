@@ -56,7 +56,12 @@ class GaussianHead(nn.Module):
     """A diagonal Gaussian's parameters for ``d`` action dimensions: the means from the features (a linear layer,
     ``weight``/``bias`` as the categorical head's), the log standard deviations a parameter of their own, the same
     in every state (SB3's and the PPO paper's choice for continuous control), starting at 0 (std 1, half the
-    ``[-1, 1]`` action range). Returns ``[..., 2d]``; the log-std is clamped to [-5, 2] for safety."""
+    ``[-1, 1]`` action range). Returns ``[..., 2d]``. The log-std the policy uses is held in [-5, 2]; the clamp
+    passes its gradient through (straight-through), so a log-std pushed past a bound (by the entropy bonus, say)
+    still feels the policy gradient at the bound and can come back, where a plain clamp's zero gradient would leave
+    it stuck there for good."""
+
+    LOG_STD_RANGE = (-5.0, 2.0)
 
     def __init__(self, feature_size: int, dim: int):
         super().__init__()
@@ -67,7 +72,8 @@ class GaussianHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean = F.linear(x, self.weight, self.bias)
-        return torch.cat([mean, self.log_std.clamp(-5.0, 2.0).to(mean.dtype).expand_as(mean)], -1)
+        log_std = self.log_std + (self.log_std.clamp(*self.LOG_STD_RANGE) - self.log_std).detach()
+        return torch.cat([mean, log_std.to(mean.dtype).expand_as(mean)], -1)
 
 
 def actor_head(feature_size: int, num_actions: int, policy: str) -> nn.Linear | GaussianHead:

@@ -44,6 +44,20 @@ def test_every_network_takes_a_gaussian_head(name):
     assert "policy" not in old and isinstance(build_model(old).policy, Categorical)
 
 
+def test_a_log_std_past_its_bound_is_held_there_and_still_feels_the_policy_gradient():
+    """The head's log-std is clamped to [-5, 2] in the forward pass but keeps its gradient: a log-std the entropy
+    bonus pushed past 2 can still be brought back by a policy gradient that asks for less noise."""
+    head = build_model(model_meta("mlp", [3], 2, 32, "gaussian")).actor_linear
+    with torch.no_grad():
+        head.log_std.copy_(torch.tensor([3.0, -7.0]))
+    params = head(torch.zeros(1, 32))
+    assert torch.equal(params[0, 2:], torch.tensor([2.0, -5.0]))  # held at the bounds
+    # the log-probability of actions at the mean grows as the std shrinks: its gradient is -1 per dimension
+    model_policy = DiagGaussian(2)
+    model_policy.log_prob(params, params[:, :2].detach()).sum().backward()
+    assert torch.equal(head.log_std.grad, torch.tensor([-1.0, -1.0]))  # a plain clamp would give 0 at both
+
+
 def test_obs_norm_statistics_merge_like_one_batch_and_never_reach_the_optimizer():
     rng = np.random.default_rng(0)
     norm = ObsNorm(3)
