@@ -153,7 +153,7 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
         raise BadInput(f"{path} was trained on {saved_env}, not {args.env}")
     env_dict = {key: value for key, value in env_dict.items() if key != "packages"}  # imports: the flags' alone
     try:
-        settings = EnvSettings(**env_dict, packages=tuple(args.gym_packages))
+        settings = EnvSettings.from_dict(env_dict, args.gym_packages)
     except TypeError as exc:
         raise BadInput(f"{path} has an unreadable 'env' entry ({exc})") from None
 

@@ -116,6 +116,19 @@ class ObsNorm(nn.Module):
         self.count.copy_(total)
 
 
+def pixels(x: torch.Tensor) -> torch.Tensor:
+    """A conv network's input as it computes on it: uint8 frames (``--frame-norm scale``, envs/frames.py) scaled to
+    [0, 1] here, on the side that computes, once per forward; float frames (``running``: normalised already) as
+    they come."""
+    return x.float().mul_(1.0 / 255.0) if x.dtype == torch.uint8 else x
+
+
+def obs_dtype(meta: dict) -> torch.dtype:
+    """The dtype the observations of the network ``meta`` describes travel in (rollouts, unrolls, replays, Ray):
+    ``uint8`` frames, or float32 (vectors, and frames normalised the ``running`` way)."""
+    return torch.uint8 if meta.get("obs_dtype") == "uint8" else torch.float32
+
+
 def trainable(parameters) -> list[torch.Tensor]:
     """The parameters an optimizer steps: all but ``ObsNorm``'s statistics."""
     return [p for p in parameters if p.requires_grad]
@@ -194,7 +207,7 @@ class A3Clstm(RecurrentActorCritic):
         self._init_core()
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(F.max_pool2d(self.conv1(x), 2, 2))
+        x = F.relu(F.max_pool2d(self.conv1(pixels(x)), 2, 2))
         x = F.relu(F.max_pool2d(self.conv2(x), 2, 2))
         x = F.relu(F.max_pool2d(self.conv3(x), 2, 2))
         x = F.relu(F.max_pool2d(self.conv4(x), 2, 2))
@@ -280,7 +293,7 @@ class Nature(FeedForwardActorCritic):
             layer.bias.data.zero_()
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv1(pixels(x)))
         x = F.relu(self.conv2(x))
         x = F.relu(self.conv3(x))
         return F.relu(self.fc(x.flatten(1)))
@@ -313,7 +326,7 @@ class ResNet(FeedForwardActorCritic):
         self.fc = nn.Linear(channels * size * size, 256)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.stages(x))
+        x = F.relu(self.stages(pixels(x)))
         return F.relu(self.fc(x.flatten(1)))
 
 
@@ -353,12 +366,13 @@ VECTOR_MODELS = ("mlplstm", "mlp")
 
 
 def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_size: int, policy: str = "categorical",
-               obs_norm: bool = False) -> dict:
+               obs_norm: bool = False, uint8: bool = False) -> dict:
     """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
     ``hidden_size`` is the recurrent state's size: feed-forward networks store 0, whatever the flag says; ``mlp``
     stores the flag as its layers' ``width``. ``num_actions`` is the number of actions, or a Box's dimensions for
     ``policy="gaussian"``; ``obs_norm`` (vector networks only) adds ``ObsNorm``. Both are stored only where they
-    differ from the default, so a file written before them describes the same network."""
+    differ from the default, so a file written before them describes the same network; so is ``uint8`` (the
+    observations are uint8 frames: ``obs_dtype``), which a file written before it never had."""
     meta = {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
             "hidden_size": int(hidden_size) if name in RECURRENT_MODELS else 0}
     if name == "mlp":
@@ -367,6 +381,8 @@ def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_siz
         meta["policy"] = policy
     if obs_norm and name in VECTOR_MODELS:
         meta["obs_norm"] = True
+    if uint8:
+        meta["obs_dtype"] = "uint8"
     return meta
 
 

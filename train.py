@@ -161,7 +161,8 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
 
     hx, cx = model.initial_state(batch, device)
     # Rollout storage on the host, allocated once; the envs write each step's observations into their own row.
-    observations = torch.zeros((num_steps + 1, batch) + envs.first_obs.shape[1:])
+    observations = torch.zeros((num_steps + 1, batch) + envs.first_obs.shape[1:],
+                               dtype=torch.from_numpy(envs.first_obs).dtype)  # uint8 frames: the network scales them
     if device.type == "cuda":
         observations = observations.pin_memory()
     observations[-1] = torch.from_numpy(envs.first_obs)

@@ -4,8 +4,8 @@ Three families of ids (``family``: atari, retro, classic), Atari's in two kinds:
 - ``*NoFrameskip-v4`` (and other Atari ids whose emulator does not skip): the emulator steps one frame at a time and
   we add the classic pipeline: 0-30 no-op starts, action repeat of ``skip_rate`` frames with a max over the last two
   (flicker removal), life loss as episode end (training only), FIRE at reset where the game needs it (and, in whole
-  games, after a lost life, as training's reset presses it), a per-game crop to gray frames in [0, 1]
-  (``frames.py``, shared with retro games), and a running normalisation of the frame.
+  games, after a lost life, as training's reset presses it), a per-game crop to gray uint8 frames, stacked
+  (``frames.py``, shared with retro games; the network scales them, or ``--frame-norm running`` normalises them).
 - ``ALE/*-v5`` (and any Atari id whose emulator already skips frames): the same pipeline *without* our action repeat,
   since the emulator repeats the action itself (``--skip-rate`` sets that emulator frame-skip instead).
 - stable-retro games (``Airstriker-Genesis-v0``, ``SuperMarioKart-Snes-v0``): ``retro_env.py`` owns them (discrete
@@ -31,7 +31,7 @@ import numpy as np
 
 from core.errors import BadInput
 from envs import retro_env
-from envs.frames import NormalizedEnv, ScreenFrame, stack_frames
+from envs.frames import pixel_pipeline
 
 ATARI_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "atari.json")  # per-game crops
 
@@ -345,6 +345,7 @@ class EnvSettings:
     frame_size: int = 80  # Atari frames are frame_size x frame_size ...
     frame_stack: int = 1  # ... and the last frame_stack of them are stacked (the network decides both)
     retro: dict | None = None  # retro games: retro_env.resolve's action set, crop, reward scale, rules and start state
+    frame_norm: str = "scale"  # pixels: uint8 frames the network scales, or "running" (envs/frames.py)
     # --gym-packages: modules every process imports before it builds the environment. Not in as_dict, so never in a
     # model file: a file a3g loads never makes it import code.
     packages: tuple[str, ...] = ()
@@ -352,7 +353,14 @@ class EnvSettings:
     def as_dict(self) -> dict:
         return {"env_id": self.env_id, "skip_rate": self.skip_rate, "max_episode_length": self.max_episode_length,
                 "crop": dict(self.crop) if self.crop else None, "frame_size": self.frame_size,
-                "frame_stack": self.frame_stack, "retro": json.loads(json.dumps(self.retro)) if self.retro else None}
+                "frame_stack": self.frame_stack, "retro": json.loads(json.dumps(self.retro)) if self.retro else None,
+                "frame_norm": self.frame_norm}
+
+    @classmethod
+    def from_dict(cls, saved: dict, packages: tuple[str, ...] = ()) -> "EnvSettings":
+        """The settings a model file or checkpoint stored (``as_dict``); one written before ``frame_norm`` existed
+        normalised its frames the ``running`` way."""
+        return cls(**{"frame_norm": "running", **saved}, packages=tuple(packages))
 
 
 def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None = None) -> gym.Env:
@@ -406,9 +414,6 @@ def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None 
         env = EpisodicLife(env)
     if "FIRE" in env.unwrapped.get_action_meanings():
         env = FireReset(env, after_life_loss=not train)
-    env = ScreenFrame(env, *atari_box(conf, settings.frame_size))
-    env = NormalizedEnv(env)
-    if settings.frame_stack > 1:
-        env = stack_frames(env, settings.frame_stack)
+    env = pixel_pipeline(env, atari_box(conf, settings.frame_size), settings.frame_norm, settings.frame_stack)
     # outermost, so that it counts agent steps only; in training (as in rl_a3c_pytorch) it cuts learner episodes
     return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

@@ -14,8 +14,8 @@ The preprocessing, all in this file, in the order the wrappers are stacked:
   rewards summed; frames are counted as emulator frames, like Atari's.
 - game rules (``mario_kart.MarioKartRules`` for Super Mario Kart): rewards and episode ends computed from the RAM
   variables stable-retro puts into ``info``, where ``scenario.json`` cannot say them;
-- ``ScreenFrame`` (frames.py, as for Atari): crop (per game, e.g. Mario Kart's minimap), gray, resize to the network's frame size, [0, 1];
-  then the Atari pipeline's running normalisation and frame stacking (``environment.py``).
+- ``pixel_pipeline`` (frames.py, as for Atari): crop (per game, e.g. Mario Kart's minimap), gray, resize to the
+  network's frame size, uint8 (or ``--frame-norm running``'s float32), frame stacking.
 - training only: ``reward_scale`` (per game) then the worker's clipping to [-1, 1], as for Atari; the evaluator and
   ``gym_eval.py`` score games with the unscaled rewards.
 
@@ -38,7 +38,7 @@ import gymnasium as gym
 import numpy as np
 
 from core.errors import BadInput
-from envs.frames import NormalizedEnv, ScreenFrame, stack_frames
+from envs.frames import pixel_pipeline
 
 if TYPE_CHECKING:  # environment.py imports this module: no import of it at run time
     from envs.environment import EnvSettings
@@ -330,8 +330,6 @@ def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) ->
     if train and conf.get("reward_scale", 1.0) != 1.0:
         scale = conf["reward_scale"]  # training only, before the worker's clipping: points that come in hundreds
         env = gym.wrappers.TransformReward(env, lambda reward: reward * scale)
-    env = ScreenFrame(env, *retro_box(conf["crop"], *env.observation_space.shape[:2], settings.frame_size))
-    env = NormalizedEnv(env)
-    if settings.frame_stack > 1:
-        env = stack_frames(env, settings.frame_stack)
+    box = retro_box(conf["crop"], *env.observation_space.shape[:2], settings.frame_size)
+    env = pixel_pipeline(env, box, settings.frame_norm, settings.frame_stack)
     return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)

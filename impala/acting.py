@@ -35,7 +35,8 @@ class Acting:
                                 clip_rewards=args.reward_clipping == "abs_one")
         self.policy, self.T = policy, T
         self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
-        self.obs = torch.zeros((T + 1, batch) + self.envs.first_obs.shape[1:])
+        obs_shape, obs_dtype = self.envs.first_obs.shape[1:], torch.from_numpy(self.envs.first_obs).dtype  # uint8 frames
+        self.obs = torch.zeros((T + 1, batch) + obs_shape, dtype=obs_dtype)
         self.obs_np = self.obs.numpy()
         self.obs_np[-1] = self.envs.first_obs
         self.hx, self.cx = torch.zeros(batch, meta["hidden_size"]), torch.zeros(batch, meta["hidden_size"])
@@ -43,7 +44,7 @@ class Acting:
         self.actions = torch.zeros((T, batch) + self.distribution.action_shape, dtype=self.distribution.action_dtype)
         self.rewards, self.dones = torch.zeros(T, batch), torch.zeros(T, batch)
         self.truncated = torch.zeros(T, batch)
-        self.final_obs = torch.zeros((final_slots(settings, T), batch) + self.envs.first_obs.shape[1:])
+        self.final_obs = torch.zeros((final_slots(settings, T), batch) + obs_shape, dtype=obs_dtype)
         self.cuts = np.zeros(batch, dtype=np.int64)  # episodes cut so far in this unroll, per environment
         self.logits, self.values = torch.zeros((T, batch, self.distribution.params)), torch.zeros(T, batch)
         self.features = torch.zeros((T, batch, feature_size))  # F = 0 unless a replay ranks by them

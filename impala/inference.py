@@ -44,8 +44,8 @@ class InferenceServer:
     """Shared-memory request and answer rows, one per actor (``[actors, envs, ...]``), and the semaphores."""
 
     def __init__(self, ctx: BaseContext, actors: int, envs: int, obs_shape: Sequence[int], num_actions: int,
-                 hidden_size: int, feature_size: int = 0) -> None:
-        self.obs = torch.zeros((actors, envs, *obs_shape))
+                 hidden_size: int, feature_size: int = 0, obs_dtype: torch.dtype = torch.float32) -> None:
+        self.obs = torch.zeros((actors, envs, *obs_shape), dtype=obs_dtype)
         self.hx_in = torch.zeros((actors, envs, hidden_size))
         self.cx_in = torch.zeros((actors, envs, hidden_size))
         self.count = torch.zeros(actors, dtype=torch.int64)  # observations in the row's request

@@ -282,5 +282,6 @@ def replays_for(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> 
     specs, features = replay_specs(args.replay_parameters, args.batch_size), unroll_features(args, meta)
     layout = policy_layout(meta)
     return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], layout["num_actions"], meta["hidden_size"], features,
-                         final_slots(settings, args.num_steps), layout["action_shape"])
+                         final_slots(settings, args.num_steps), layout["action_shape"], layout["obs_dtype"],
+                         layout["frame_stack"])
             for spec in specs if spec["type"] != "queue"]

@@ -53,9 +53,10 @@ from envs.environment import EnvSettings
 from impala.acting import Acting, local_policy, unroll_frames
 from impala.learner import LearnerStep, learner_loop, replays_for, unroll_features
 from impala.replay import ReplayBuffer
+from impala.unrolls import pack_frames, stacked_frames, unpack_frames
 from model import flat_buffer, flatten_parameters
 from runtime.context import RunContext
-from runtime.defaults import slots_per_actor
+from runtime.defaults import final_slots, slots_per_actor
 from runtime.evaluator import evaluator_role
 from runtime.processes import setup_child_process
 from runtime.run_state import RunState
@@ -233,6 +234,17 @@ class ReceivedWeights:
         return self.version
 
 
+def to_wire(unroll: dict[str, torch.Tensor], frame_stack: int, cuts: int) -> dict[str, np.ndarray]:
+    """An actor's unroll as Ray moves it: numpy arrays, each frame of a stack once (``unrolls.pack_frames``) and
+    only the ``cuts`` rows of the cut observations that this unroll used (most use none); ``UnrollQueue.take``
+    rebuilds the layout."""
+    arrays = {key: tensor.numpy() for key, tensor in unroll.items()}
+    if frame_stack > 1:
+        arrays["obs"] = pack_frames(unroll["obs"], frame_stack).numpy()
+    arrays["final_obs"] = arrays["final_obs"][:cuts]
+    return arrays
+
+
 class Actor:
     """One IMPALA actor as a Ray actor: ``impala.acting.Acting`` with its own copy of the weights; one unroll per call."""
 
@@ -243,6 +255,7 @@ class Actor:
         self.weights = ReceivedWeights(version, box)
         self.acting = Acting(args, settings, meta, local_policy(args, meta, self.weights), rank, feature_size,
                              args.bf16)
+        self.frame_stack = stacked_frames(meta)
         self.where = (ray.get_runtime_context().get_node_id(), socket.gethostname(), os.getpid())
 
     def unroll(self, version: int, box: list[ray.ObjectRef]
@@ -251,7 +264,7 @@ class Actor:
         version that acted, the games finished, where this actor runs, and the finished games' (return, length)."""
         self.weights.offer(version, box)
         unroll, acted, games = self.acting.unroll()
-        return ({key: tensor.numpy() for key, tensor in unroll.items()}, acted, games, self.where,
+        return (to_wire(unroll, self.frame_stack, int(self.acting.cuts.max())), acted, games, self.where,
                 self.acting.envs.take_finished())
 
 
@@ -333,8 +346,10 @@ class UnrollQueue:
     full, the oldest is dropped (counted), so that a slow learner trains on recent unrolls and holds a bounded
     part of the object store. ``take`` stacks unrolls time-major, as ``UnrollSlots.read`` does for the slots."""
 
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
+    def __init__(self, capacity: int, final_slots: int = 1, frame_stack: int = 1) -> None:
+        """``final_slots`` rows of cut observations per unroll and ``frame_stack``, as the slots have them
+        (``to_wire`` sends fewer rows and each frame once)."""
+        self.capacity, self.final_slots, self.frame_stack = capacity, final_slots, frame_stack
         self.items = collections.deque()  # (an actor's arrays, the environment's column in them, version)
 
     def __len__(self) -> int:
@@ -370,8 +385,15 @@ class UnrollQueue:
                 continue
             if key in ("hx", "cx"):  # [B, H]: a row per environment
                 batch[key] = torch.from_numpy(np.stack([a[key][j] for a, j, _ in items]))
+            elif key == "final_obs":  # the rows each unroll used, then zeros to the slots' count
+                rows = np.zeros((self.final_slots, len(items), *array.shape[2:]), dtype=array.dtype)
+                for i, (a, j, _) in enumerate(items):
+                    rows[: len(a[key]), i] = a[key][:, j]
+                batch[key] = torch.from_numpy(rows)
             else:  # time-major [T (+ 1), B, ...]
                 batch[key] = torch.from_numpy(np.stack([a[key][:, j] for a, j, _ in items], axis=1))
+        if self.frame_stack > 1:
+            batch["obs"] = unpack_frames(batch["obs"], batch["dones"], self.frame_stack)
         return batch, torch.tensor([version for _, _, version in items])
 
 
@@ -416,7 +438,9 @@ def learner(run: RunContext, address: str, parent_pid: int, replays: list[Replay
     weights = PublishedWeights(run.shared_model)
     step = LearnerStep(args, run.meta, run.shared_model, run.optimizer, weights, state, replays)
     fleet = ActorFleet(args, run.settings, run.meta, unroll_features(args, run.meta), weights, state, log)
-    queue = UnrollQueue(slots_per_actor(args) * args.workers)  # as many unrolls as the shared-memory slots
+    # as many unrolls as the shared-memory slots, in their layout
+    queue = UnrollQueue(slots_per_actor(args) * args.workers, final_slots(run.settings, args.num_steps),
+                        stacked_frames(run.meta))
     try:
         learner_loop(step, FleetSource(args, state, fleet, queue), state, parent_pid)
     except ActorsFailing as exc:  # the run ends (stop_reason error), said in one line, not restarted

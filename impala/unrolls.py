@@ -7,6 +7,13 @@ Gaussian policy), ``rewards``, ``dones`` ``[T]``, the behaviour policy's paramet
 (the observations those episodes were cut at, the unroll's first cut in row 0), in shared memory, allocated once;
 one unroll stored into a slot, and their time-major read-out for the learner.
 
+Stacked frames are stored once (``frame_stack`` k > 1, uint8 frames): an observation ``[k, H, W]`` shares k - 1
+frames with the one before it, so a slot keeps ``frames [T + k, H, W]``, the first observation's k frames and then
+each later observation's newest (``pack_frames``), and the read-out rebuilds the stacks (``unpack_frames``) from
+them and ``dones``: where an episode began (a reset fills the stack with its first frame, gymnasium's reset
+padding, envs/frames.py), the frames before it are that first frame. A Pong unroll of 20 steps: 24 frames of
+84 x 84 bytes instead of 21 x 4.
+
 Why the cut observation is stored rather than its value: a cut is not a terminal state, so the step's target is
 ``r + gamma * V(cut observation)``, and that value must be the learner's, with the weights of its loss (as an
 A3G worker's is), also when the unroll is replayed thousands of updates later; an actor's value at acting time
@@ -17,22 +24,51 @@ from collections.abc import Sequence
 import torch
 
 from core.policy import policy_for
+from model import obs_dtype
+
+
+def pack_frames(obs: torch.Tensor, k: int) -> torch.Tensor:
+    """``obs [T + 1, ..., k, H, W]`` -> ``[T + k, ..., H, W]``: the first observation's k frames, then the newest
+    frame of each later one."""
+    return torch.cat([obs[0].movedim(-3, 0), obs[1:, ..., -1, :, :]])
+
+
+def unpack_frames(frames: torch.Tensor, dones: torch.Tensor, k: int) -> torch.Tensor:
+    """``pack_frames``' inverse for a time-major batch: ``frames [T + k, n, H, W]`` and ``dones [T, n]`` (1 where
+    the step ended an episode: the next observation is a reset's) -> ``obs [T + 1, n, k, H, W]``. Frame j of
+    observation t is the frame of time ``t - (k - 1) + j``, or, where that is before the episode's first
+    observation at time s (within the unroll), the frame of time s; time p is row ``p + k - 1`` of ``frames``."""
+    steps, n = frames.shape[0] - k + 1, frames.shape[1]
+    time = torch.arange(steps)
+    no_start = -(k - 1)  # the earliest time the rows hold: clamping to it changes nothing
+    starts = torch.full((steps, n), no_start, dtype=torch.long)
+    starts[1:] = torch.where(dones[: steps - 1] > 0, time[1:, None], no_start)
+    starts = starts.cummax(0).values  # the latest episode start at or before t
+    wanted = time[:, None, None] - (k - 1) + torch.arange(k)  # [T + 1, 1, k]
+    rows = torch.maximum(wanted, starts[:, :, None]) + (k - 1)
+    return frames[rows, torch.arange(n)[None, :, None]]
 
 
 class UnrollSlots:
     """``slots`` unrolls of ``unroll_length`` steps in the layout above, allocated once (``share_memory`` to share)."""
 
     def __init__(self, slots: int, unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int,
-                 feature_size: int = 0, final_slots: int = 1, action_shape: Sequence[int] = ()) -> None:
+                 feature_size: int = 0, final_slots: int = 1, action_shape: Sequence[int] = (),
+                 obs_dtype: torch.dtype = torch.float32, frame_stack: int = 1) -> None:
         """``num_actions``: the width ``P`` of the policy's parameters; ``action_shape``: one action's, ``()`` for
-        an integer (``policy_layout`` gives both for a network)."""
+        an integer; ``obs_dtype``: uint8 for frames; ``frame_stack``: k > 1 where the observations are stacks of k
+        frames, each stored once (``policy_layout`` gives all four for a network)."""
         T = unroll_length
-        self.obs = torch.zeros((slots, T + 1, *obs_shape))
+        self.frame_stack = frame_stack
+        if frame_stack > 1:
+            self.obs = torch.zeros((slots, T + frame_stack, *obs_shape[1:]), dtype=obs_dtype)
+        else:
+            self.obs = torch.zeros((slots, T + 1, *obs_shape), dtype=obs_dtype)
         self.actions = torch.zeros((slots, T, *action_shape), dtype=torch.float32 if action_shape else torch.int64)
         self.rewards = torch.zeros((slots, T))
         self.dones = torch.zeros((slots, T))
         self.truncated = torch.zeros((slots, T))
-        self.final_obs = torch.zeros((slots, final_slots, *obs_shape))
+        self.final_obs = torch.zeros((slots, final_slots, *obs_shape), dtype=obs_dtype)
         self.logits = torch.zeros((slots, T, num_actions))
         self.values = torch.zeros((slots, T))
         self.hx = torch.zeros((slots, hidden_size))
@@ -47,7 +83,9 @@ class UnrollSlots:
 
     def store(self, slot: int, unroll: dict[str, torch.Tensor]) -> None:
         """Store one unroll (``unroll``: one column of a time-major batch, see ``column``) into ``slot``."""
-        self.obs[slot], self.actions[slot] = unroll["obs"], unroll["actions"]
+        obs = unroll["obs"]
+        self.obs[slot] = pack_frames(obs, self.frame_stack) if self.frame_stack > 1 else obs
+        self.actions[slot] = unroll["actions"]
         self.rewards[slot], self.dones[slot] = unroll["rewards"], unroll["dones"]
         self.truncated[slot], self.final_obs[slot] = unroll["truncated"], unroll["final_obs"]
         self.logits[slot], self.values[slot] = unroll["logits"], unroll["values"]
@@ -58,8 +96,11 @@ class UnrollSlots:
     def read(self, slots: torch.Tensor | list[int]) -> dict[str, torch.Tensor]:
         """The unrolls in ``slots``, time-major: ``[T + 1, n, ...]`` observations, ``[K, n, ...]`` final ones,
         ``[T, n, ...]`` the rest, ``[n, H]`` states (copies: indexing with a list of slots copies)."""
-        batch = {"obs": self.obs[slots].transpose(0, 1), "actions": self.actions[slots].transpose(0, 1),
-                 "rewards": self.rewards[slots].t(), "dones": self.dones[slots].t(),
+        dones, obs = self.dones[slots].t(), self.obs[slots].transpose(0, 1)
+        if self.frame_stack > 1:
+            obs = unpack_frames(obs, dones, self.frame_stack)
+        batch = {"obs": obs, "actions": self.actions[slots].transpose(0, 1),
+                 "rewards": self.rewards[slots].t(), "dones": dones,
                  "truncated": self.truncated[slots].t(), "final_obs": self.final_obs[slots].transpose(0, 1),
                  "logits": self.logits[slots].transpose(0, 1), "values": self.values[slots].t(),
                  "hx": self.hx[slots], "cx": self.cx[slots]}
@@ -68,11 +109,20 @@ class UnrollSlots:
         return batch
 
 
+def stacked_frames(meta: dict) -> int:
+    """k where the network ``meta`` describes reads stacks of k > 1 uint8 frames (each stored once in unrolls and
+    replays), else 1 (vectors, single frames, and ``--frame-norm running``'s float frames, stored whole)."""
+    shape = meta["obs_shape"]
+    return shape[0] if obs_dtype(meta) == torch.uint8 and len(shape) == 3 and shape[0] > 1 else 1
+
+
 def policy_layout(meta: dict) -> dict:
-    """The unroll layout's policy part for the network ``meta`` describes: ``num_actions`` (the parameters' width)
-    and ``action_shape``, as keywords for ``UnrollSlots``."""
+    """What the unroll layout takes from the network ``meta`` describes: ``num_actions`` (the policy parameters'
+    width), ``action_shape``, ``obs_dtype`` (``model.obs_dtype``) and ``frame_stack`` (``stacked_frames``), as
+    keywords for ``UnrollSlots``."""
     policy = policy_for(meta)
-    return {"num_actions": policy.params, "action_shape": policy.action_shape}
+    return {"num_actions": policy.params, "action_shape": policy.action_shape, "obs_dtype": obs_dtype(meta),
+            "frame_stack": stacked_frames(meta)}
 
 
 def column(batch: dict[str, torch.Tensor], j: int) -> dict[str, torch.Tensor]:

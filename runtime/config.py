@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Collection, Sequence
 
+import numpy as np
 import torch
 
 from core.cli import HelpFormatter, OneLineParser
@@ -33,6 +34,7 @@ from envs.environment import (
     make_env,
     policy_kind,
 )
+from envs.frames import FRAME_NORMS
 from model import FRAME_FORMAT, VECTOR_MODELS, choose_model, model_meta
 from runtime.checkpoints import check_compatible, load_checkpoint
 from runtime.defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
@@ -145,6 +147,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--obs-norm", action=argparse.BooleanOptionalAction, default=AUTO,
         help="normalise vector observations by a running mean and variance kept in the network (mlp, mlplstm; "
              "saved with the model); auto: on for continuous control, else off")
+    add("--frame-norm", default="scale", choices=list(FRAME_NORMS),
+        help="Atari and retro frames: uint8 to the network, which divides them by 255 (scale), or rl_a3c_pytorch's "
+             "running mean and std of each frame, as float32 (running: how models trained before scale normalised)")
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
         help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
 
@@ -289,6 +294,8 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
             if key not in explicit and key not in MACHINE_FLAGS and hasattr(args, key) and \
                     carried(key, saved_algo, algo):
                 setattr(args, key, value)
+        if "frame_norm" not in saved and "frame_norm" not in explicit:
+            args.frame_norm = "running"  # a run from before --frame-norm normalised its frames the running way
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
         check_imports_given(saved, explicit, args.resume)
@@ -479,15 +486,16 @@ def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int 
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
     retro = retro_env.resolve(args.env, args.state, eval_states=args.eval_state) if is_retro(args.env) else None
     settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack, retro,
-                           tuple(args.gym_packages))
+                           args.frame_norm, tuple(args.gym_packages))
     # Retro games: this is the parent's one emulator, closed here, before any child starts (one per process).
     env = make_env(settings, train=False)
     obs_shape, (policy, num_actions) = env.observation_space.shape, policy_kind(env.action_space)
+    uint8 = env.observation_space.dtype == np.uint8  # frames as bytes (--frame-norm scale)
     env.close()
     name = choose_model(args.model, obs_shape)
     if args.obs_norm and name not in VECTOR_MODELS:
         raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")
-    meta = model_meta(name, obs_shape, num_actions, args.hidden_size, policy, args.obs_norm)
+    meta = model_meta(name, obs_shape, num_actions, args.hidden_size, policy, args.obs_norm, uint8)
     return settings, meta, frames_per_step(args.env, args.skip_rate)
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from core.errors import BadInput
-from model import build_model, choose_model, model_meta
+from model import build_model, choose_model, fast_layout, model_meta, obs_dtype
 
 
 @pytest.mark.parametrize("name,obs_shape", [("a3clstm", [1, 80, 80]), ("mlplstm", [4])])
@@ -160,3 +160,21 @@ def test_mlp_stores_its_width_and_has_no_recurrent_state():
     assert value.shape == (5,) and logits.shape == (5, 2) and hx.shape == (5, 0)
     with pytest.raises(BadInput):
         choose_model("mlp", (4, 84, 84))
+
+
+@pytest.mark.parametrize("name,obs_shape", [("a3clstm", [1, 80, 80]), ("nature", [4, 84, 84]), ("resnet", [4, 84, 84])])
+def test_conv_networks_scale_uint8_frames_where_they_compute(name, obs_shape):
+    """Frames travel as bytes (--frame-norm scale): a conv network divides them by 255 itself, and takes float
+    frames (--frame-norm running's, normalised already) as they come."""
+    meta = model_meta(name, obs_shape, 6, 32, uint8=True)
+    assert meta["obs_dtype"] == "uint8" and obs_dtype(meta) == torch.uint8
+    assert obs_dtype(model_meta(name, obs_shape, 6, 32)) == torch.float32  # and a file from before: no entry
+    model = fast_layout(build_model(meta), meta)
+    frames = torch.randint(0, 256, (3, *obs_shape), dtype=torch.uint8)
+    state = model.initial_state(3)
+    value, logits, _ = model(frames, state)
+    value_f, logits_f, _ = model(frames.float() / 255.0, state)
+    assert torch.allclose(value, value_f, atol=1e-5) and torch.allclose(logits, logits_f, atol=1e-5)
+    _, unrolled, _ = model.unroll(frames.unsqueeze(0), state, torch.zeros(1, 3))
+    assert torch.allclose(unrolled[0], logits, atol=1e-5)
+    assert not torch.allclose(model(frames.float(), state)[1], logits, atol=1e-3)  # floats are not scaled again

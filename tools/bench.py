@@ -42,7 +42,7 @@ from core.hardware import device_for, usable_cores
 from core.timing import phase_split
 from envs.environment import EnvSettings, frames_per_step, make_env
 from impala.shm import impala_roles
-from model import FRAME_FORMAT, build_model, fast_layout, flatten_parameters
+from model import FRAME_FORMAT, build_model, fast_layout, flatten_parameters, obs_dtype
 from runtime.config import cpu_share, default_gpu_ids, validate
 from runtime.context import RunContext
 from runtime.processes import evaluator_cpu_share
@@ -110,7 +110,9 @@ def network_cost(meta: dict, batch: int, bf16: bool, channels_last: bool, num_st
     device = torch.device(device)
     model = fast_layout(build_model(meta).to(device), meta, channels_last)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    obs = torch.randn(num_steps, batch, *meta["obs_shape"], device=device)
+    shape = (num_steps, batch, *meta["obs_shape"])
+    obs = (torch.randint(0, 256, shape, dtype=torch.uint8, device=device) if obs_dtype(meta) == torch.uint8
+           else torch.randn(shape, device=device))  # frames as the workers get them: bytes the network scales
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
 
     def clock():  # CUDA work is asynchronous: wait for it before reading the clock

@@ -28,11 +28,42 @@ def ale_frame(env):
 def test_atari_observation_shape_and_dtype(env_id, train):
     env = make_env(EnvSettings(env_id), train=train)
     obs, _ = env.reset(seed=0)
-    assert obs.shape == (1, 80, 80) and obs.dtype == np.float32
-    assert env.observation_space.shape == (1, 80, 80)
+    assert obs.shape == (1, 80, 80) and obs.dtype == np.uint8  # bytes: the network scales them
+    assert env.observation_space.shape == (1, 80, 80) and env.observation_space.dtype == np.uint8
     obs, reward, terminated, truncated, _ = env.step(0)
-    assert obs.shape == (1, 80, 80) and obs.dtype == np.float32 and np.isfinite(obs).all()
+    assert obs.shape == (1, 80, 80) and obs.dtype == np.uint8 and obs.max() > 0
     assert env.action_space.n == 6
+
+
+def test_running_frame_norm_is_rl_a3c_pytorchs_normalisation_of_the_same_frames():
+    """``--frame-norm running`` gives what the pipeline gave before frames stayed bytes: each [0, 1] frame less the
+    running mean of frame means, over the running mean of frame stds (bias-corrected, alpha 0.9999)."""
+    frames = make_env(EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4), train=False)
+    running = make_env(EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4, frame_norm="running"),
+                       train=False)
+    assert running.observation_space.dtype == np.float32 and running.observation_space.shape == (4, 84, 84)
+    mean = std = 0.0
+    raw, _ = frames.reset(seed=3)
+    norm, _ = running.reset(seed=3)
+    for step in range(1, 30):
+        scaled = raw[-1].astype(np.float64) / 255.0  # the newest frame of the stack
+        mean = 0.9999 * mean + 0.0001 * scaled.mean()
+        std = 0.9999 * std + 0.0001 * scaled.std()
+        correction = 1 - 0.9999 ** step
+        np.testing.assert_allclose(norm[-1], (scaled - mean / correction) / (std / correction + 1e-8),
+                                   rtol=1e-4, atol=1e-4)
+        raw, *_ = frames.step(step % 6)
+        norm, *_ = running.step(step % 6)
+    with pytest.raises(ValueError, match="unknown frame normalisation"):
+        make_env(EnvSettings("PongNoFrameskip-v4", frame_norm="minmax"), train=False)
+
+
+def test_settings_of_a_file_from_before_frame_norm_normalise_the_running_way():
+    saved = EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4).as_dict()
+    assert saved["frame_norm"] == "scale" and EnvSettings.from_dict(saved).frame_norm == "scale"
+    del saved["frame_norm"]  # what every file written before it holds
+    assert EnvSettings.from_dict(saved, ("ale_py",)) == EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4,
+                                                                     frame_norm="running", packages=("ale_py",))
 
 
 def test_frame_skip_v4_is_ours_v5_is_the_emulators():
@@ -117,12 +148,12 @@ def test_classic_control_passes_through():
     assert 5 <= total < 100  # pushing left always falls fast; rewards are not clipped or scaled
 
 
-def test_process_frame_crops_and_scales():
+def test_process_frame_crops_and_keeps_bytes():
     frame = np.zeros((210, 160), dtype=np.uint8)
     frame[34:194] = 255  # the rows kept by the default crop
     out = process_frame(frame, *atari_box({"crop1": 34, "crop2": 34, "dimension2": 80}, 80))
-    assert out.shape == (1, 80, 80) and out.dtype == np.float32
-    np.testing.assert_allclose(out, 1.0)
+    assert out.shape == (1, 80, 80) and out.dtype == np.uint8
+    assert (out == 255).all()
 
 
 def test_env_config_lookup_and_errors(tmp_path):
@@ -152,7 +183,7 @@ def test_unknown_env_id():
 def test_stacked_84x84_frames_for_feed_forward_networks():
     env = make_env(EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4), train=True)
     obs, _ = env.reset(seed=0)
-    assert obs.shape == (4, 84, 84) and obs.dtype == np.float32
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
     assert all(np.array_equal(obs[0], obs[i]) for i in range(4))  # a reset fills the stack with its frame
     for _ in range(3):
         obs, *_ = env.step(0)

@@ -289,3 +289,31 @@ def test_two_node_cluster_runs_actors_on_both_and_survives_losing_one(tmp_path):
         for session in sessions:
             for pid, _ in session_commands(session):
                 os.kill(pid, signal.SIGKILL)
+
+
+@needs_ray
+def test_ray_moves_each_frame_once_and_only_the_cut_observations_an_unroll_used():
+    """An actor's unroll of 4-frame stacks (T = 10, 3 environments, 3 rows for cut observations, one used) goes
+    over the wire as T + 4 frames per environment and one row, and the learner's queue rebuilds the slots'
+    layout exactly."""
+    from impala.ray_backend import UnrollQueue, to_wire
+    from impala.unrolls import unpack_frames
+
+    T, n, k = 10, 3, 4
+    generator = torch.Generator().manual_seed(0)
+    dones = torch.zeros(T, n)
+    dones[[2, 3, 7], [0, 0, 2]] = 1.0
+    frames = torch.randint(0, 256, (T + k, n, 5, 6), dtype=torch.uint8, generator=generator)
+    unroll = {key: torch.from_numpy(value) for key, value in actor_arrays(T, n, 0).items()}
+    unroll.update(obs=unpack_frames(frames, dones, k), dones=dones, truncated=dones * (torch.arange(n) == 2),
+                  final_obs=torch.zeros(3, n, k, 5, 6, dtype=torch.uint8))
+    unroll["final_obs"][0, 2] = 7
+    del unroll["features"]  # none: no replay ranks by them
+    wire = to_wire(unroll, k, cuts=1)
+    assert wire["obs"].shape == (T + k, n, 5, 6) and wire["final_obs"].shape == (1, n, k, 5, 6)
+    queue = UnrollQueue(capacity=6, final_slots=3, frame_stack=k)
+    queue.put(wire, version=4)
+    batch, versions = queue.take(n)
+    assert versions.tolist() == [4] * n
+    assert {key: value.shape for key, value in batch.items()} == {key: value.shape for key, value in unroll.items()}
+    assert all(torch.equal(batch[key], unroll[key]) for key in unroll)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from impala.replay import ReplayBuffer, annealed_lambda, concat, cos_dist, elite_picks, kl_div, ln_norm, slot_bytes
-from impala.unrolls import column
+from impala.unrolls import column, policy_layout
+from model import model_meta
 from runtime.replay_spec import replay_specs
 
 
@@ -260,3 +261,16 @@ def test_slot_bytes_is_what_a_replay_allocates_per_unroll(hidden, features):
     # dones, truncated flags and values, 20 x 2 logits, two int64 counters
     assert slot_bytes(20, [4], 2, 0, 0) == 4 * 22 * 4 + 8 * 20 + 4 * 4 * 20 + 4 * 20 * 2 + 2 * 8
     assert slot_bytes(20, [4], 2, 0, 0, final_slots=3) == slot_bytes(20, [4], 2, 0, 0) + 2 * 4 * 4
+
+
+def test_frames_are_stored_as_bytes():
+    """Atari frames travel as uint8 (--frame-norm scale): a Pong unroll's observations take a quarter of float32's
+    bytes, in the replays as in the slot store (the layout both share)."""
+    meta = model_meta("nature", [4, 84, 84], 6, 0, uint8=True)
+    layout = policy_layout(meta)
+    assert layout["obs_dtype"] == torch.uint8
+    buffer = ReplayBuffer(spec(capacity=2), 20, meta["obs_shape"], 6, 0, 0, 1, (), layout["obs_dtype"])
+    assert buffer.obs.dtype == buffer.final_obs.dtype == torch.uint8
+    frames = 22 * 4 * 84 * 84  # T + 1 observations and one final one
+    as_bytes = slot_bytes(20, [4, 84, 84], 6, 0, 0, obs_dtype=torch.uint8)
+    assert slot_bytes(20, [4, 84, 84], 6, 0, 0) - as_bytes == 3 * frames

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from conftest import ROOT, assert_bad_input, command, out_dirs, read_json, run_main
-from envs.environment import ATARI_CONFIG
+from core.errors import BadInput
+from envs.environment import ATARI_CONFIG, EnvSettings
 
 
 @pytest.mark.parametrize("flags,words", [
@@ -226,6 +227,35 @@ def test_a_run_saved_before_the_crops_moved_resumes_with_them(cartpole_run, tmp_
     torch.save(data, tmp_path / "own.pt")
     args = config.validate(["--resume", str(tmp_path / "own.pt"), "--run-dir", str(tmp_path / "r2")])[0]
     assert args.env_config == str(own)
+
+
+def test_a_pong_run_saved_before_frames_stayed_bytes_resumes_and_loads_the_running_way(cartpole_run, tmp_path):
+    """A checkpoint from before --frame-norm (no entry in its args, env or network) trained on frames normalised
+    the running way: resumed, it keeps that; loaded into a fresh run of today's default (scale), it is refused in
+    one line that names the flag, and taken with --frame-norm running."""
+    from runtime import config
+    from runtime.checkpoints import check_compatible
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    del data["args"]["frame_norm"]
+    data["args"].update(env="PongNoFrameskip-v4", model="nature")
+    data["model_meta"] = {"model": "nature", "obs_shape": [4, 84, 84], "num_actions": 6, "hidden_size": 0}
+    data["env"] = {key: value for key, value in EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4)
+                   .as_dict().items() if key != "frame_norm"}
+    (tmp_path / "models").mkdir()
+    torch.save(data, tmp_path / "models" / "PongNoFrameskip-v4.pt")
+    args, settings, meta = config.validate(["--resume", str(tmp_path / "models" / "PongNoFrameskip-v4.pt"),
+                                            "--run-dir", str(tmp_path / "r")])[:3]
+    assert args.frame_norm == settings.frame_norm == "running" and "obs_dtype" not in meta
+    fresh = ["--env", "PongNoFrameskip-v4", "--load", "--load-model-dir", str(tmp_path / "models")]
+    with pytest.raises(BadInput, match="normalised the 'running' way: give --frame-norm running"):
+        config.validate([*fresh, "--run-dir", str(tmp_path / "r2")])
+    args, settings, meta = config.validate([*fresh, "--frame-norm", "running", "--run-dir", str(tmp_path / "r3")])[:3]
+    assert settings.frame_norm == "running" and "obs_dtype" not in meta
+    today = config.validate(["--env", "PongNoFrameskip-v4", "--run-dir", str(tmp_path / "r4")])
+    assert today[1].frame_norm == "scale" and today[2]["obs_dtype"] == "uint8"
+    with pytest.raises(BadInput, match="give --frame-norm scale"):  # and the other way round
+        check_compatible({"env": today[1].as_dict(), "model_meta": today[2]}, "new.pt", "PongNoFrameskip-v4", meta)
 
 
 @pytest.mark.parametrize("tool, flags, prefix", [
