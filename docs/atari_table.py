@@ -1,7 +1,7 @@
 """The seven Atari games' results table and figure, rebuilt from the committed runs.
 
     python docs/atari_table.py                 # reads docs/atari_runs/, writes docs/ATARI.md and docs/atari_runs.png
-    python docs/atari_table.py FOLDER PAGE     # another folder of runs, another page
+    python docs/atari_table.py FOLDER PAGE [PROBES]  # another folder of runs, another page (and probes)
 
 FOLDER/<Game>/ is one game's ``tools.sweep`` output (run1, run2, ... each with args.json, summary.json and
 progress.csv; sweep.json with the commands, the machine and the commit). For each of rl_a3c_pytorch's seven games the
@@ -13,6 +13,7 @@ the human-normalised score of the median at 20M frames, ``(score - random) / (hu
 """
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -32,6 +33,9 @@ RL_ZOO = {"Asteroids": (1286.6, 2156.2), "BeamRider": (2890.3, 3397.0), "Breakou
           "MsPacman": (None, None), "Pong": (17.3, 21.0), "Seaquest": (1721.5, 1783.6),
           "SpaceInvaders": (627.2, 960.3)}
 GAMES = sorted(REFERENCE)
+# the minimal action sets of ale-py (NoFrameskip-v4)
+ACTIONS = {"Asteroids": 14, "BeamRider": 9, "Breakout": 4, "MsPacman": 9, "Pong": 6, "Seaquest": 18,
+           "SpaceInvaders": 6}
 
 
 def normalised(game: str, score: float | None) -> float | None:
@@ -94,6 +98,45 @@ def table(games: list[dict]) -> str:
     return "\n".join(rows) + "\n\n" + summary + "\n"
 
 
+PROBE_BUDGETS = (500_000, 1_000_000, 1_500_000, 2_000_000)
+
+PROBES = """## Probes: 2M frames of each game
+
+Before the 20M-frame runs, one short run of each game with the defaults (`python -m tools.sweep --runs 1 --frames
+2000000 -- --env <Game>NoFrameskip-v4`), to find what breaks: a crop that cuts the playfield, FIRE and life
+handling, a game that never ends, an evaluator that does not score. Rebuilt from `{folder}/`; one run each, so they
+say whether a game starts to learn, not how well it learns. Min entropy: worker 0's lowest policy entropy in the
+first 500k frames (uniform: ln of the number of actions). Frames/s: the probes shared the machine with other work
+part of the time, so they are not speed measurements (BENCHMARKS.md has those).
+
+"""
+
+
+def probe_table(folder: str, shown: str) -> str:
+    """The probes' table (``folder``, named ``shown`` on the page): per game the evaluator's mean at 0.5M-2M frames
+    beside the random score."""
+    rows = ["| game | actions: uniform entropy | frames/s | return @ 0.5M | @ 1M | @ 1.5M | @ 2M | best mean of 10 "
+            "| min entropy | random (Mnih 2015) | code |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for game in GAMES:
+        out = os.path.join(folder, game)
+        dirs = run_dirs(out) if os.path.isdir(out) else []
+        if not dirs:
+            rows.append(f"| {game} | | | not probed | | | | | | {REFERENCE[game][0]:,.1f} | |")
+            continue
+        meta = load_json(os.path.join(out, "sweep.json"))
+        known = {r.get("run"): r for r in meta.get("runs", []) if isinstance(r, dict)}
+        run = load_run(dirs[0], known.get(os.path.basename(dirs[0]), {}))
+        record = known.get(os.path.basename(dirs[0]), {})
+        actions = record.get("num_actions") or ACTIONS[game]
+        returns = [number(return_at(run["curve"], budget)) for budget in PROBE_BUDGETS]
+        fps = run["frames"] / run["seconds"] if run["frames"] and run["seconds"] else None
+        rows.append(f"| {game} | {actions}: {math.log(actions):.2f} | {number(fps, '{:,.0f}')} | "
+                    + " | ".join(returns) + f" | {number(record.get('best_mean_return'))} | "
+                    f"{number(record.get('min_entropy'), '{:.2f}')} | {REFERENCE[game][0]:,.1f} | "
+                    f"`{(meta.get('commit') or 'not recorded')[:7]}` |")
+    return PROBES.format(folder=shown) + "\n".join(rows) + "\n"
+
+
 def provenance(games: list[dict]) -> str:
     lines = []
     for g in (g for g in games if g["runs"]):
@@ -151,11 +194,13 @@ def main(argv: list[str]) -> int:
     page = argv[1] if len(argv) > 1 else os.path.join(HERE, "ATARI.md")
     stem = os.path.splitext(os.path.basename(page))[0].lower()  # ATARI.md -> atari_runs.png beside it
     png = os.path.join(os.path.dirname(page), stem + "_runs.png")
+    probes = argv[2] if len(argv) > 2 else os.path.join(HERE, "atari_probes")
     games = [load_game(folder, game) for game in GAMES]
     rel = os.path.relpath
     text = (INTRO.format(folder=rel(folder, os.path.dirname(page)), figure=rel(png, os.path.dirname(page)))
             + table(games) + "\n## The runs\n\n" + provenance(games) + "\n\n"
-            + f"![Every run of the seven games]({rel(png, os.path.dirname(page))})\n")
+            + f"![Every run of the seven games]({rel(png, os.path.dirname(page))})\n\n"
+            + probe_table(probes, rel(probes, os.path.dirname(page))))
     with open(page, "w") as f:
         f.write(text)
     figure(games, png)

@@ -44,12 +44,25 @@ def runs(tmp_path):
     return folder
 
 
+def table_rows(text):
+    return {line.split(" | ")[0].strip("| "): line.split(" | ") for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("| game")}
+
+
 def test_the_table_from_crafted_runs(runs, tmp_path):
     page = tmp_path / "ATARI.md"
-    assert atari_table.main([str(runs), str(page)]) == 0
+    probes = tmp_path / "atari_probes"
+    crafted_run(probes / "Breakout" / "run1", [(4e5, 1.0), (9e5, 3.0), (2 * M, 12.0)], 1)
+    (probes / "Breakout" / "sweep.json").write_text(json.dumps({"commit": "def4567890", "runs": [
+        {"run": "run1", "best_mean_return": 12.5, "min_entropy": 1.37}]}))
+    assert atari_table.main([str(runs), str(page), str(probes)]) == 0
     text = page.read_text()
-    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in text.splitlines()
-            if line.startswith("| ") and not line.startswith("| game")}
+    results, probed = text.split("## Probes")
+    rows = table_rows(results)
+    probe_rows = table_rows(probed)
+    assert probe_rows["Breakout"][1:] == ["4: 1.39", "1,000", "1.0", "3.0", "3.0", "12.0", "12.5", "1.37", "1.7",
+                                          "`def4567` |"]
+    assert "not probed" in " | ".join(probe_rows["Pong"]) and len(probe_rows) == 7
     breakout = rows["Breakout"]
     assert breakout[1] == "3"
     assert breakout[2] == "50.0 / 40.0"  # at 10M: 100, 50, 40 -> median 50, worst 40
