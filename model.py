@@ -116,11 +116,19 @@ class ObsNorm(nn.Module):
         self.count.copy_(total)
 
 
-def pixels(x: torch.Tensor) -> torch.Tensor:
-    """A conv network's input as it computes on it: uint8 frames (``--frame-norm scale``, envs/frames.py) scaled to
-    [0, 1] here, on the side that computes, once per forward; float frames (``running``: normalised already) as
-    they come."""
-    return x.float().mul_(1.0 / 255.0) if x.dtype == torch.uint8 else x
+def pixels(x: torch.Tensor, frame_norm: str = "scale") -> torch.Tensor:
+    """A conv network's input as it computes on it, from uint8 frames ``[..., H, W]`` (envs/frames.py), here, on
+    the side that computes, once per forward: scaled to [0, 1] (``frame_norm`` ``scale``), and with ``frame`` then
+    standardised per frame, ``(x - mean) / (std + 1e-8)`` over its pixels (rl_a3c_pytorch normalises each frame
+    by running averages of frames' means and stds; this takes the frame's own). Float frames (``--frame-norm
+    running``: normalised already, by the environment) pass as they come."""
+    if x.dtype != torch.uint8:
+        return x
+    x = x.float().mul_(1.0 / 255.0)
+    if frame_norm == "frame":
+        std, mean = torch.std_mean(x, dim=(-2, -1), keepdim=True, correction=0)
+        x = (x - mean) / (std + 1e-8)
+    return x
 
 
 def obs_dtype(meta: dict) -> torch.dtype:
@@ -192,9 +200,11 @@ class RecurrentActorCritic(nn.Module):
 
 
 class A3Clstm(RecurrentActorCritic):
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512, policy: str = "categorical"):
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512, policy: str = "categorical",
+                 frame_norm: str = "scale"):
         channels = obs_shape[0]
         super().__init__(64 * 4 * 4, num_actions, hidden_size, policy)
+        self.frame_norm = frame_norm  # how uint8 frames are normalised (pixels)
         # 80 -conv5p2-> 80 -pool-> 40 -conv5p1-> 38 -pool-> 19 -conv4p1-> 18 -pool-> 9 -conv3p1-> 9 -pool-> 4
         self.conv1 = nn.Conv2d(channels, 32, 5, stride=1, padding=2)
         self.conv2 = nn.Conv2d(32, 32, 5, stride=1, padding=1)
@@ -207,7 +217,7 @@ class A3Clstm(RecurrentActorCritic):
         self._init_core()
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(F.max_pool2d(self.conv1(pixels(x)), 2, 2))
+        x = F.relu(F.max_pool2d(self.conv1(pixels(x, self.frame_norm)), 2, 2))
         x = F.relu(F.max_pool2d(self.conv2(x), 2, 2))
         x = F.relu(F.max_pool2d(self.conv3(x), 2, 2))
         x = F.relu(F.max_pool2d(self.conv4(x), 2, 2))
@@ -282,8 +292,10 @@ class MLP(FeedForwardActorCritic):
 
 
 class Nature(FeedForwardActorCritic):
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512, policy: str = "categorical"):
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 512, policy: str = "categorical",
+                 frame_norm: str = "scale"):
         super().__init__(512, num_actions, policy)
+        self.frame_norm = frame_norm  # how uint8 frames are normalised (pixels)
         self.conv1 = nn.Conv2d(obs_shape[0], 32, 8, stride=4)
         self.conv2 = nn.Conv2d(32, 64, 4, stride=2)
         self.conv3 = nn.Conv2d(64, 64, 3, stride=1)
@@ -293,7 +305,7 @@ class Nature(FeedForwardActorCritic):
             layer.bias.data.zero_()
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.conv1(pixels(x)))
+        x = F.relu(self.conv1(pixels(x, self.frame_norm)))
         x = F.relu(self.conv2(x))
         x = F.relu(self.conv3(x))
         return F.relu(self.fc(x.flatten(1)))
@@ -312,8 +324,10 @@ class ResidualBlock(nn.Module):
 class ResNet(FeedForwardActorCritic):
     """Espeholt et al., "IMPALA" (2018), Figure 3 (right), without the LSTM."""
 
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 256, policy: str = "categorical"):
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_size: int = 256, policy: str = "categorical",
+                 frame_norm: str = "scale"):
         super().__init__(256, num_actions, policy)
+        self.frame_norm = frame_norm  # how uint8 frames are normalised (pixels)
         stages, channels = [], obs_shape[0]
         for out in (16, 32, 32):
             stages += [nn.Conv2d(channels, out, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1),
@@ -326,7 +340,7 @@ class ResNet(FeedForwardActorCritic):
         self.fc = nn.Linear(channels * size * size, 256)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.stages(pixels(x)))
+        x = F.relu(self.stages(pixels(x, self.frame_norm)))
         return F.relu(self.fc(x.flatten(1)))
 
 
@@ -366,13 +380,14 @@ VECTOR_MODELS = ("mlplstm", "mlp")
 
 
 def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_size: int, policy: str = "categorical",
-               obs_norm: bool = False, uint8: bool = False) -> dict:
+               obs_norm: bool = False, uint8: bool = False, frame_norm: str = "frame") -> dict:
     """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
     ``hidden_size`` is the recurrent state's size: feed-forward networks store 0, whatever the flag says; ``mlp``
     stores the flag as its layers' ``width``. ``num_actions`` is the number of actions, or a Box's dimensions for
     ``policy="gaussian"``; ``obs_norm`` (vector networks only) adds ``ObsNorm``. Both are stored only where they
-    differ from the default, so a file written before them describes the same network; so is ``uint8`` (the
-    observations are uint8 frames: ``obs_dtype``), which a file written before it never had."""
+    differ from the default, so a file written before them describes the same network; so are ``uint8`` (the
+    observations are uint8 frames: ``obs_dtype``) and how the network normalises them (``frame_norm``, ``pixels``),
+    which a file written before them never had."""
     meta = {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
             "hidden_size": int(hidden_size) if name in RECURRENT_MODELS else 0}
     if name == "mlp":
@@ -382,7 +397,7 @@ def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_siz
     if obs_norm and name in VECTOR_MODELS:
         meta["obs_norm"] = True
     if uint8:
-        meta["obs_dtype"] = "uint8"
+        meta["obs_dtype"], meta["frame_norm"] = "uint8", frame_norm
     return meta
 
 
@@ -427,6 +442,8 @@ def build_model(meta: dict) -> RecurrentActorCritic | FeedForwardActorCritic:
         raise BadInput(f"unknown policy {meta.get('policy')!r}; known: categorical, gaussian")
     size = meta["width"] if meta["model"] == "mlp" else meta["hidden_size"]
     extra = {"obs_norm": True} if meta.get("obs_norm") else {}
+    if meta.get("frame_norm"):
+        extra["frame_norm"] = meta["frame_norm"]
     return MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], size, meta.get("policy", "categorical"),
                                  **extra)
 

@@ -5,7 +5,7 @@ Three families of ids (``family``: atari, retro, classic), Atari's in two kinds:
   we add the classic pipeline: 0-30 no-op starts, action repeat of ``skip_rate`` frames with a max over the last two
   (flicker removal), life loss as episode end (training only), FIRE at reset where the game needs it (and, in whole
   games, after a lost life, as training's reset presses it), a per-game crop to gray uint8 frames, stacked
-  (``frames.py``, shared with retro games; the network scales them, or ``--frame-norm running`` normalises them).
+  (``frames.py``, shared with retro games; the network normalises them, or ``--frame-norm running`` does here).
 - ``ALE/*-v5`` (and any Atari id whose emulator already skips frames): the same pipeline *without* our action repeat,
   since the emulator repeats the action itself (``--skip-rate`` sets that emulator frame-skip instead).
 - stable-retro games (``Airstriker-Genesis-v0``, ``SuperMarioKart-Snes-v0``): ``retro_env.py`` owns them (discrete
@@ -345,7 +345,7 @@ class EnvSettings:
     frame_size: int = 80  # Atari frames are frame_size x frame_size ...
     frame_stack: int = 1  # ... and the last frame_stack of them are stacked (the network decides both)
     retro: dict | None = None  # retro games: retro_env.resolve's action set, crop, reward scale, rules and start state
-    frame_norm: str = "scale"  # pixels: uint8 frames the network scales, or "running" (envs/frames.py)
+    frame_norm: str = "frame"  # pixels: uint8 frames the network normalises, or "running" floats (envs/frames.py)
     # --gym-packages: modules every process imports before it builds the environment. Not in as_dict, so never in a
     # model file: a file a3g loads never makes it import code.
     packages: tuple[str, ...] = ()

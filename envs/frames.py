@@ -2,10 +2,11 @@
 resized (``process_frame``, ``ScreenFrame``), kept as bytes, and a stack of the last frames (``stack_frames``,
 gymnasium's frame stack).
 
-How frames are normalised (``--frame-norm``, ``FRAME_NORMS``): ``scale`` (the default) keeps them uint8 from the
-emulator to the network, which divides them by 255 where it computes (``model.pixels``), so rollouts, unrolls,
-replays and Ray move a quarter of float32's bytes; ``running`` is rl_a3c_pytorch's running mean and std of each
-frame (``NormalizedEnv``), float32, kept for the models trained with it before ``scale`` existed."""
+How frames are normalised (``--frame-norm``, ``FRAME_NORMS``): ``frame`` (the default) and ``scale`` keep them
+uint8 from the emulator to the network, which normalises them where it computes (``model.pixels``: each frame
+standardised by its own mean and std, or only divided by 255), so rollouts, unrolls, replays and Ray move a quarter
+of float32's bytes; ``running`` is rl_a3c_pytorch's running mean and std of each frame, in the environment
+(``NormalizedEnv``), float32: how every model written before ``--frame-norm`` was trained."""
 
 
 import cv2
@@ -73,7 +74,7 @@ class NormalizedEnv(gym.ObservationWrapper):  # gymnasium's NormalizeObservation
         return ((observation - mean) / (std + 1e-8)).astype(np.float32, copy=False)
 
 
-FRAME_NORMS = ("scale", "running")
+FRAME_NORMS = ("frame", "scale", "running")
 
 
 def pixel_pipeline(env: gym.Env, box: tuple, frame_norm: str, frame_stack: int) -> gym.Env:

@@ -78,9 +78,8 @@ def check_compatible(data: dict, path: str, env_id: str, meta: dict) -> None:
     saved_env = (data.get("env") or {}).get("env_id")
     if saved_env != env_id:
         raise BadInput(f"{path} was trained on {saved_env}, not {env_id}")
-    saved_meta = data["model_meta"]
-    if saved_meta.get("obs_dtype") != meta.get("obs_dtype") and \
-            same_network({**saved_meta, "obs_dtype": None}, {**meta, "obs_dtype": None}):
+    saved_meta, frames = data["model_meta"], {"obs_dtype": None, "frame_norm": None}
+    if same_network({**saved_meta, **frames}, {**meta, **frames}) and not same_network(saved_meta, meta):
         saved_norm = (data.get("env") or {}).get("frame_norm", "running")  # files from before it: running
         raise BadInput(f"{path} was trained on frames normalised the {saved_norm!r} way: give --frame-norm {saved_norm}")
     if not same_network(saved_meta, meta):

@@ -147,9 +147,10 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--obs-norm", action=argparse.BooleanOptionalAction, default=AUTO,
         help="normalise vector observations by a running mean and variance kept in the network (mlp, mlplstm; "
              "saved with the model); auto: on for continuous control, else off")
-    add("--frame-norm", default="scale", choices=list(FRAME_NORMS),
-        help="Atari and retro frames: uint8 to the network, which divides them by 255 (scale), or rl_a3c_pytorch's "
-             "running mean and std of each frame, as float32 (running: how models trained before scale normalised)")
+    add("--frame-norm", default="frame", choices=list(FRAME_NORMS),
+        help="Atari and retro frames: uint8 to the network, which standardises each frame by its own mean and std "
+             "(frame) or divides it by 255 (scale); or rl_a3c_pytorch's running mean and std of each frame in the "
+             "environment, as float32 (running: how models trained before --frame-norm normalised)")
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
         help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
 
@@ -495,7 +496,7 @@ def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int 
     name = choose_model(args.model, obs_shape)
     if args.obs_norm and name not in VECTOR_MODELS:
         raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")
-    meta = model_meta(name, obs_shape, num_actions, args.hidden_size, policy, args.obs_norm, uint8)
+    meta = model_meta(name, obs_shape, num_actions, args.hidden_size, policy, args.obs_norm, uint8, args.frame_norm)
     return settings, meta, frames_per_step(args.env, args.skip_rate)
 
 

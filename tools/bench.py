@@ -102,13 +102,17 @@ def emulator_ceiling(env_id: str, frame_format: tuple[int, int], cores: int, sec
 
 
 def network_cost(meta: dict, batch: int, bf16: bool, channels_last: bool, num_steps: int = 20, iters: int = 3,
-                 batched: bool = False, device: torch.device | str = "cpu") -> tuple[float, float]:
+                 batched: bool = False, device: torch.device | str = "cpu",
+                 compiled: bool = False) -> tuple[float, float]:
     """Seconds per agent step on ``device`` (one CPU thread): (inference at this batch, training rollout
     forward+backward+Adam per sample). The training rollout is the worker's: the graph built while acting, or
-    (``batched``, ``--train-forward batched``) acting without autograd and then one ``model.unroll`` over it."""
+    (``batched``, ``--train-forward batched``) acting without autograd and then one ``model.unroll`` over it.
+    ``compiled``: the network through ``torch.compile`` (its compilation happens in the warm-up, not counted)."""
     torch.set_num_threads(1)
     device = torch.device(device)
     model = fast_layout(build_model(meta).to(device), meta, channels_last)
+    if compiled:
+        model = torch.compile(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     shape = (num_steps, batch, *meta["obs_shape"])
     obs = (torch.randint(0, 256, shape, dtype=torch.uint8, device=device) if obs_dtype(meta) == torch.uint8
