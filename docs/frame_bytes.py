@@ -1,7 +1,7 @@
 """What a Pong unroll costs in memory and on the wire (BENCHMARKS.md, "Frames as bytes, each stored once"): the
 bytes a replay of 1,000 unrolls allocates, and the bytes per agent step an IMPALA actor's unroll takes through Ray
-(pickle protocol 5, as Ray serialises numpy arrays), for frames as uint8 stored once (``--frame-norm scale``, the
-default) and as the float32 stacks every frame travelled as before (``--frame-norm running``'s frames).
+(pickle protocol 5, as Ray serialises numpy arrays), for frames as uint8 stored once (``--frame-norm frame``, the
+default, or ``scale``) and as the float32 stacks every frame travelled as before (``--frame-norm running``'s frames).
 
     python docs/frame_bytes.py [--unroll-length 20] [--envs 8]
 
@@ -56,7 +56,7 @@ def main() -> None:
     print(f"Pong, Nature network, T = {T}, {envs} environments per actor")
     print("| frames | replay of 1,000 unrolls | Ray, bytes per agent step |")
     print("|---|---|---|")
-    for frame_norm, uint8 in (("running", False), ("scale", True)):
+    for frame_norm, uint8 in (("running", False), ("frame", True)):
         meta = model_meta("nature", [4, 84, 84], 6, 0, uint8=uint8)
         layout = policy_layout(meta)
         replay = ReplayBuffer({"type": "standard", "capacity": 1000, "count": 1}, T, meta["obs_shape"], 6, 0, 0, 1,

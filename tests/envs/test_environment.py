@@ -60,7 +60,7 @@ def test_running_frame_norm_is_rl_a3c_pytorchs_normalisation_of_the_same_frames(
 
 def test_settings_of_a_file_from_before_frame_norm_normalise_the_running_way():
     saved = EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4).as_dict()
-    assert saved["frame_norm"] == "scale" and EnvSettings.from_dict(saved).frame_norm == "scale"
+    assert saved["frame_norm"] == "frame" and EnvSettings.from_dict(saved).frame_norm == "frame"
     del saved["frame_norm"]  # what every file written before it holds
     assert EnvSettings.from_dict(saved, ("ale_py",)) == EnvSettings("PongNoFrameskip-v4", frame_size=84, frame_stack=4,
                                                                      frame_norm="running", packages=("ale_py",))
