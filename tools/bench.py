@@ -14,10 +14,11 @@ In one run and one process tree it measures
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
 straightforward one-env-per-worker loop). A configuration is
-``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay]`` (``impala``: IMPALA's actors and learner
-instead of A3G's workers, with the same number of processes stepping environments; ``server``: with ``--inference
-server``; ``replay``: IMPALA with ``REPLAY``, half of each batch fresh and half replayed; ``batched``: A3G's
-``--train-forward batched``).
+``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay][:running|:scale]`` (``impala``: IMPALA's
+actors and learner instead of A3G's workers, with the same number of processes stepping environments; ``server``:
+with ``--inference server``; ``replay``: IMPALA with ``REPLAY``, half of each batch fresh and half replayed;
+``batched``: A3G's ``--train-forward batched``; ``running``/``scale``: that ``--frame-norm`` instead of the default,
+frame; the emulator ceiling is always the default pipeline's, uint8 frames).
 """
 
 import argparse
@@ -65,7 +66,8 @@ def parse_config(text: str) -> dict:
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
             "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
             "train_forward": "batched" if "batched" in parts[2:] else "stepped",
-            "inference": "server" if "server" in parts[2:] else "local", "replay": "replay" in parts[2:]}
+            "inference": "server" if "server" in parts[2:] else "local", "replay": "replay" in parts[2:],
+            "frame_norm": next((norm for norm in ("running", "scale") if norm in parts[2:]), "frame")}
 
 
 def emulator_worker(env_id: str, frame_size: int, frame_stack: int, seconds: float, seed: int,
@@ -163,7 +165,7 @@ def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds
             str(config["envs"]), "--gpu-ids", *map(str, gpu_ids), "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
-            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice)]
+            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--frame-norm", config["frame_norm"]]
     if config["algo"] == "impala":  # each algorithm takes only its own flags
         argv += ["--inference", config["inference"]] + (["--replay-parameters", REPLAY] if config.get("replay") else [])
     else:
@@ -205,7 +207,8 @@ def main() -> int:
     p = OneLineParser(prog="python -m tools.bench", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
-    p.add_argument("--configs", nargs="+", default=STANDARD, help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay] ...")
+    p.add_argument("--configs", nargs="+", default=STANDARD,
+                   help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay][:running|:scale] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
@@ -241,7 +244,7 @@ def main() -> int:
         print(f"bench: {config['name']} ({n}/{len(configs)}): measuring, about "
               f"{args.warmup + args.seconds + 20:.0f} s", flush=True)
         with tempfile.TemporaryDirectory(prefix="a3g-bench-") as out:
-            argv = ["--env", args.env, "--model", config["model"], "--run-dir", out]
+            argv = ["--env", args.env, "--model", config["model"], "--run-dir", out, "--frame-norm", config["frame_norm"]]
             _, _, meta, _, _ = validate(argv)
             infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
                                         iters=1 if args.quick else 3, batched=config["train_forward"] == "batched",

@@ -55,3 +55,6 @@ def test_configuration_names():
     config = parse_config("a3clstm:1:nocl:impala:server")
     assert not config["channels_last"] and config["train_forward"] == "stepped" and config["algo"] == "impala"
     assert config["inference"] == "server" and parse_config("nature:8:impala")["inference"] == "local"
+    assert parse_config("nature:8")["frame_norm"] == "frame"  # the default
+    assert parse_config("nature:8:bf16:running")["frame_norm"] == "running"
+    assert parse_config("nature:8:impala:scale")["frame_norm"] == "scale"
