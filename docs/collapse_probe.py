@@ -6,7 +6,8 @@ in one optimizer step, in learning rates ("step/lr"; a sequential Adam step is a
     python docs/collapse_probe.py --seeds 1 2 3 4 5 6 7 8 --eps 1e-8 --torch-step   # torch's Adam step (before)
     python docs/collapse_probe.py --seeds 1 2 3 4 5 6 7 8 --eps 1e-8                # a3g's bounded step (after)
 
-Asynchronous: the same seed does not repeat; run several.
+Asynchronous: the same seed does not repeat; run several. The frames are normalised as when it was measured
+(``--frame-norm running``: rl_a3c_pytorch's running normalisation, float32 frames).
 """
 
 import argparse
@@ -36,7 +37,8 @@ def worker(rank, seed, updates, lr, torch_step, shared, optimizer, queue):
     torch.manual_seed(seed * 100 + rank)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     crop = env_conf_for("PongNoFrameskip-v4", load_env_config(os.path.join(here, "envs", "atari.json")))
-    envs = RolloutEnvs(EnvSettings("PongNoFrameskip-v4", crop=crop, frame_size=84, frame_stack=4), 8,
+    envs = RolloutEnvs(EnvSettings("PongNoFrameskip-v4", crop=crop, frame_size=84, frame_stack=4,
+                                   frame_norm="running"), 8,
                        seed=seed * 1000 + rank * 8, clip_rewards=True)
     model = fast_layout(build_model(META), META)
     shared_params, local_params = list(shared.parameters()), list(model.parameters())
