@@ -31,7 +31,7 @@ import numpy as np
 
 from core.errors import BadInput
 from envs import retro_env
-from envs.frames import pixel_pipeline
+from envs.frames import FORMER_FRAME_NORM, pixel_pipeline
 
 ATARI_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "atari.json")  # per-game crops
 
@@ -360,7 +360,7 @@ class EnvSettings:
     def from_dict(cls, saved: dict, packages: tuple[str, ...] = ()) -> "EnvSettings":
         """The settings a model file or checkpoint stored (``as_dict``); one written before ``frame_norm`` existed
         normalised its frames the ``running`` way."""
-        return cls(**{"frame_norm": "running", **saved}, packages=tuple(packages))
+        return cls(**{"frame_norm": FORMER_FRAME_NORM, **saved}, packages=tuple(packages))
 
 
 def make_env(settings: EnvSettings, train: bool = True, render_mode: str | None = None) -> gym.Env:

@@ -75,6 +75,7 @@ class NormalizedEnv(gym.ObservationWrapper):  # gymnasium's NormalizeObservation
 
 
 FRAME_NORMS = ("frame", "scale", "running")
+FORMER_FRAME_NORM = "running"  # what a model file, checkpoint or run written before --frame-norm used
 
 
 def pixel_pipeline(env: gym.Env, box: tuple, frame_norm: str, frame_stack: int) -> gym.Env:

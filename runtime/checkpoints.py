@@ -16,6 +16,7 @@ import torch
 
 from core.errors import BadInput
 from core.files import atomic_torch_save, atomic_write_text, keep_as  # noqa: F401 (re-exported)
+from envs.frames import FORMER_FRAME_NORM
 from model import same_network
 
 FORMAT_VERSION = 1  # of checkpoint.pt and trained_models/<env>.pt; bump when their layout changes
@@ -80,7 +81,7 @@ def check_compatible(data: dict, path: str, env_id: str, meta: dict) -> None:
         raise BadInput(f"{path} was trained on {saved_env}, not {env_id}")
     saved_meta, frames = data["model_meta"], {"obs_dtype": None, "frame_norm": None}
     if same_network({**saved_meta, **frames}, {**meta, **frames}) and not same_network(saved_meta, meta):
-        saved_norm = (data.get("env") or {}).get("frame_norm", "running")  # files from before it: running
+        saved_norm = (data.get("env") or {}).get("frame_norm", FORMER_FRAME_NORM)  # files from before it
         raise BadInput(f"{path} was trained on frames normalised the {saved_norm!r} way: give --frame-norm {saved_norm}")
     if not same_network(saved_meta, meta):
         raise BadInput(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")

@@ -34,7 +34,7 @@ from envs.environment import (
     make_env,
     policy_kind,
 )
-from envs.frames import FRAME_NORMS
+from envs.frames import FORMER_FRAME_NORM, FRAME_NORMS
 from model import FRAME_FORMAT, VECTOR_MODELS, choose_model, model_meta
 from runtime.checkpoints import check_compatible, load_checkpoint
 from runtime.defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
@@ -296,7 +296,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
                     carried(key, saved_algo, algo):
                 setattr(args, key, value)
         if "frame_norm" not in saved and "frame_norm" not in explicit:
-            args.frame_norm = "running"  # a run from before --frame-norm normalised its frames the running way
+            args.frame_norm = FORMER_FRAME_NORM  # a run from before --frame-norm
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
         check_imports_given(saved, explicit, args.resume)
