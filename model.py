@@ -118,10 +118,11 @@ class ObsNorm(nn.Module):
 
 def pixels(x: torch.Tensor, frame_norm: str = "scale") -> torch.Tensor:
     """A conv network's input as it computes on it, from uint8 frames ``[..., H, W]`` (envs/frames.py), here, on
-    the side that computes, once per forward: scaled to [0, 1] (``frame_norm`` ``scale``), and with ``frame`` then
-    standardised per frame, ``(x - mean) / (std + 1e-8)`` over its pixels (rl_a3c_pytorch normalises each frame
-    by running averages of frames' means and stds; this takes the frame's own). Float frames (``--frame-norm
-    running``: normalised already, by the environment) pass as they come."""
+    the side that computes, once per forward: scaled to [0, 1] (``frame_norm`` ``scale``), or with ``frame``
+    standardised per frame, ``(x - mean) / sqrt(var + 1e-6)`` over its pixels in 0-255 units (the same as in [0, 1]
+    but for the tiny term that keeps a blank frame at 0; rl_a3c_pytorch normalises each frame by running averages
+    of frames' means and stds, this takes the frame's own). Float frames (``--frame-norm running``: normalised
+    already, by the environment) pass as they come."""
     if x.dtype != torch.uint8:
         return x
     x = x.float()
