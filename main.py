@@ -40,7 +40,7 @@ from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk
 from runtime.config import validate
 from runtime.context import RunContext
 from runtime.processes import evaluator_cpu_share
-from runtime.progress import Progress
+from runtime.progress import Progress, TrainingGames
 from runtime.run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
 from runtime.run_state import RunState
 from runtime.supervisor import (
@@ -185,15 +185,17 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
         roles = a3g_roles(context)
     supervisor = Supervisor(ctx, roles, state, args.max_restarts, log)
     reason, code = "error", EXIT_CRASH
-    training_log = None
+    training_log = games = None
     try:
         supervisor.start()
         progress = Progress(args, state, clock, start_seconds, args.progress_interval)
+        games = TrainingGames(paths["games"], state, clock, start_seconds)
         if args.tensorboard_logger:
             training_log = TrainingLog(args, state, shared_model, meta, clock, log)
 
         def on_each_look():
             progress()
+            games()
             if training_log is not None:
                 training_log()
 
@@ -211,6 +213,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
         supervisor.stop()
         if training_log is not None:
             training_log.close()
+        if games is not None:
+            games.close()
         saved = save_checkpoint()
         summary = {
             "frames": int(state.frames.value),

@@ -1,6 +1,8 @@
-"""The training progress line: what a run is doing between the evaluator's games, at a steady interval."""
+"""What a run says while it trains, besides the evaluator: the progress line at a steady interval, and
+``games.csv``, one row per training game."""
 
 import argparse
+import csv
 import math
 import sys
 from typing import Callable, TextIO
@@ -56,3 +58,29 @@ class Progress:
                 done = by_time
             left = min(left, max(0.0, self.args.max_seconds - now))
         return done, max(0.0, left)
+
+
+class TrainingGames:
+    """Called by the supervisor's loop; appends each training game that ended since the last call to the run's
+    ``games.csv`` (``runtime.run_dir.GAMES_FIELDS``: the run's seconds when the main process saw it, the frames
+    when it ended, its return and length), flushed, so the file can be read while the run goes on. A game a worker
+    ended more than ``RunState``'s ring ago, unread, is lost (the loop reads every 0.2 s)."""
+
+    def __init__(self, path: str, state: RunState, clock: Callable[[], float], start_seconds: float):
+        self.state, self.clock, self.start_seconds = state, clock, start_seconds
+        self.read = [0] * len(state.games_written)
+        self.file = open(path, "a", newline="")
+        self.rows = csv.writer(self.file)
+
+    def __call__(self) -> None:
+        games = self.state.new_games(self.read)
+        if games:
+            seconds = f"{self.start_seconds + self.clock():.2f}"
+            self.rows.writerows([seconds, int(frames), f"{episode_return:g}", length]
+                                for episode_return, length, frames in games)
+            self.file.flush()
+
+    def close(self) -> None:
+        """The games that ended since the last call, then the file is closed."""
+        self()
+        self.file.close()

@@ -1,11 +1,11 @@
-"""The run directory: where it is, ``args.json``, the ``progress.csv`` header, and the run's flags and results in
-TensorBoard.
+"""The run directory: where it is, ``args.json``, the headers of ``progress.csv`` (the evaluator's games) and
+``games.csv`` (the training games), and the run's flags and results in TensorBoard.
 
 A run directory belongs to one line of training, so nothing in it is ever overwritten by another: a fresh run never
 writes into a folder that holds a run, and a resume continues in place only from the folder's newest state. A resume
 from an earlier state (an archived ``checkpoint-<frames>.pt``, or a ``checkpoint.pt`` that the folder's progress has
-gone past) is a branch: it writes into a new folder, ``<run>-from-<frames>``, whose ``progress.csv`` starts with the
-parent's rows up to that point, so that frames never go backwards within one file and both branches stay whole.
+gone past) is a branch: it writes into a new folder, ``<run>-from-<frames>``, whose ``progress.csv`` and ``games.csv``
+start with the parent's rows up to that point, so that frames never go backwards within one file and both branches stay whole.
 """
 
 import argparse
@@ -20,8 +20,12 @@ from core.files import env_file_name
 from runtime.checkpoints import frames_on_disk
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
+# one row per training game as it ends (the workers' or actors' sampled policy; a whole game across lost lives, its
+# own points, its length in agent steps): SB3's monitor.csv and CleanRL's charts/episodic_return, as a file
+GAMES_FIELDS = ["wall_time_s", "frames", "return", "length"]
+CSV_FILES = {"progress.csv": PROGRESS_FIELDS, "games.csv": GAMES_FIELDS}
 BEST_MODEL = "best_model.pt"
-RUN_FILES = ("args.json", "progress.csv", "summary.json", "checkpoint.pt", BEST_MODEL)  # a folder with one holds a run
+RUN_FILES = ("args.json", "progress.csv", "games.csv", "summary.json", "checkpoint.pt", BEST_MODEL)  # a folder with one holds a run
 
 
 def resumed_run_dir(path: str) -> str:
@@ -43,10 +47,10 @@ def unused_folder(stem: str) -> str:
     return folder
 
 
-def progress_frames(folder: str) -> list[float]:
-    """The frames of each row of ``folder``'s progress.csv (empty when there is none)."""
+def progress_frames(folder: str, name: str = "progress.csv") -> list[float]:
+    """The frames of each row of ``folder``'s progress.csv (or games.csv; empty when there is none)."""
     try:
-        with open(os.path.join(folder, "progress.csv"), newline="") as f:
+        with open(os.path.join(folder, name), newline="") as f:
             return [float(row["frames"]) for row in csv.DictReader(f) if row.get("frames")]
     except (OSError, ValueError, KeyError):
         return []
@@ -54,8 +58,9 @@ def progress_frames(folder: str) -> list[float]:
 
 def newest_frames(folder: str, resume_path: str, resumed: dict | None) -> float | None:
     """The most frames that anything in the run directory reached: its checkpoint.pt, the archives' names, the
-    evaluator's rows in progress.csv (a run killed outright may have logged games past its last checkpoint)."""
-    found = progress_frames(folder)
+    evaluator's rows in progress.csv and the training games in games.csv (a run killed outright may have logged games
+    past its last checkpoint)."""
+    found = [frames for name in CSV_FILES for frames in progress_frames(folder, name)]
     for name in os.listdir(folder):
         stem, ext = os.path.splitext(name)
         if ext == ".pt" and stem.startswith("checkpoint-") and stem[len("checkpoint-"):].isdigit():
@@ -92,8 +97,8 @@ def choose_run_dir(args: argparse.Namespace, resumed: dict | None) -> str:
 
 
 def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str, str | None]:
-    """Create the folders, write ``args.json`` and start ``progress.csv``: a fresh run's header; in place, the file
-    as it is; a branch, the header and the parent's rows up to the state it resumed from."""
+    """Create the folders, write ``args.json`` and start ``progress.csv`` and ``games.csv``: a fresh run's header;
+    in place, the file as it is; a branch, the header and the parent's rows up to the state it resumed from."""
     for folder in (args.run_dir, args.save_model_dir, args.log_dir):
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
@@ -101,6 +106,7 @@ def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str,
     paths = {
         "run_dir": args.run_dir,
         "progress": os.path.join(args.run_dir, "progress.csv"),
+        "games": os.path.join(args.run_dir, "games.csv"),
         "checkpoint": os.path.join(args.run_dir, "checkpoint.pt"),
         "summary": os.path.join(args.run_dir, "summary.json"),
         "best_model": os.path.join(args.run_dir, BEST_MODEL),
@@ -109,22 +115,26 @@ def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str,
     }
     with open(os.path.join(args.run_dir, "args.json"), "w") as f:
         json.dump(vars(args), f, indent=2, sort_keys=True)
-    if resumed is None or not os.path.exists(paths["progress"]):
-        rows = parent_rows(args, resumed) if resumed is not None else []
-        with open(paths["progress"], "w", newline="") as f:
-            csv.writer(f).writerows([PROGRESS_FIELDS] + rows)
+    for name, fields in CSV_FILES.items():
+        path = os.path.join(args.run_dir, name)
+        if resumed is None or not os.path.exists(path):
+            rows = parent_rows(args, resumed, name, fields) if resumed is not None else []
+            with open(path, "w", newline="") as f:
+                csv.writer(f).writerows([fields] + rows)
     return paths
 
 
-def parent_rows(args: argparse.Namespace, resumed: dict) -> list[list[str]]:
-    """A branch's history: the rows of the run it resumed from, up to the resumed state's frames."""
+def parent_rows(args: argparse.Namespace, resumed: dict, name: str = "progress.csv",
+                fields: list[str] = PROGRESS_FIELDS) -> list[list[str]]:
+    """A branch's history: the rows of the run it resumed from (its file ``name``, whose header is ``fields``), up
+    to the resumed state's frames."""
     source = resumed_run_dir(args.resume)
     if os.path.abspath(source) == os.path.abspath(args.run_dir):
         return []
     try:
-        with open(os.path.join(source, "progress.csv"), newline="") as f:
+        with open(os.path.join(source, name), newline="") as f:
             reader = csv.reader(f)
-            if next(reader, None) != PROGRESS_FIELDS:
+            if next(reader, None) != fields:
                 return []
             return [row for row in reader if len(row) > 1 and float(row[1]) <= float(resumed["frames"])]
     except (OSError, ValueError):

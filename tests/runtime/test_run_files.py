@@ -15,7 +15,7 @@ import torch
 from conftest import ROOT, read_json, run_main
 from runtime.checkpoints import CheckpointWriter, model_file
 from runtime.evaluator import may_replace
-from runtime.run_dir import PROGRESS_FIELDS, choose_run_dir, prepare_run_dir
+from runtime.run_dir import GAMES_FIELDS, PROGRESS_FIELDS, choose_run_dir, prepare_run_dir
 
 CARTPOLE = ["--env", "CartPole-v1", "--workers", "1", "--hidden-size", "32", "--no-tensorboard-logger"]
 
@@ -31,10 +31,10 @@ def digests(folder):
     return found
 
 
-def progress_frames(run):
-    with open(run / "progress.csv", newline="") as f:
+def progress_frames(run, name="progress.csv", fields=PROGRESS_FIELDS):
+    with open(run / name, newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == PROGRESS_FIELDS
+    assert rows[0] == fields
     return [float(row[1]) for row in rows[1:]]
 
 
@@ -56,6 +56,23 @@ def test_the_readme_command_leaves_the_shipped_models_untouched(tmp_path):
     best = torch.load(tmp_path / "run" / "best_model.pt", weights_only=True)
     assert best["kind"] == "model" and best["run"] == str(tmp_path / "run")
     assert "None" not in result.stdout.splitlines()[-1], result.stdout
+
+
+def test_every_training_game_gets_a_row_in_games_csv(tmp_path):
+    """games.csv: one row per finished training game (summary.json's episodes), frames in order; a CartPole game's
+    return is its length (1 point per step)."""
+    run = tmp_path / "run"
+    result = run_main(*CARTPOLE, "--max-frames", "3000", "--run-dir", run, "--log-dir", tmp_path / "logs")
+    assert result.returncode == 0, result.stderr[-2000:]
+    with open(run / "games.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == GAMES_FIELDS
+    assert len(rows) == read_json(run / "summary.json")["episodes"] > 10
+    frames = [int(row["frames"]) for row in rows]
+    assert frames == sorted(frames) and 0 < frames[-1] <= read_json(run / "summary.json")["frames"]
+    assert all(float(row["return"]) == int(row["length"]) > 0 for row in rows)
+    seconds = [float(row["wall_time_s"]) for row in rows]
+    assert seconds == sorted(seconds) and seconds[-1] <= read_json(run / "summary.json")["seconds"]
 
 
 def test_load_then_save_keeps_the_loaded_model_unless_beaten(tmp_path):
@@ -130,6 +147,10 @@ def test_a_resume_from_an_earlier_state_is_a_branch(tmp_path):
     with open(run / "progress.csv", "w") as f:
         f.write(",".join(PROGRESS_FIELDS) + "\n1.0,250,1,9,9,9,9\n2.0,350,2,9,9,9,9\n")
     assert choose_run_dir(args_for(resume=str(run)), latest) == f"{run}-from-300"
+    os.remove(run / "progress.csv")  # training games past it do the same
+    with open(run / "games.csv", "w") as f:
+        f.write(",".join(GAMES_FIELDS) + "\n1.0,320,9,9\n")
+    assert choose_run_dir(args_for(resume=str(run)), latest) == f"{run}-from-300"
     # a second branch from the same state gets a folder of its own
     os.makedirs(branch)
     (tmp_path / "run-from-100" / "args.json").write_text("{}")
@@ -143,15 +164,19 @@ def test_a_branch_starts_with_its_parents_rows_up_to_the_resumed_state(tmp_path)
         f.write(",".join(PROGRESS_FIELDS) + "\n1.0,50,1,9,9,9,9\n2.0,100,2,9,9,9,9\n3.0,150,3,9,9,9,9\n")
     args = SimpleNamespace(run_dir=str(tmp_path / "branch"), resume=str(run / "checkpoint-100.pt"),
                            save_model_dir=None, log_dir=str(tmp_path / "logs"), env="CartPole-v1")
+    with open(run / "games.csv", "w") as f:
+        f.write(",".join(GAMES_FIELDS) + "\n0.5,20,10,20\n1.5,90,30,70\n2.5,120,5,30\n")
     prepare_run_dir(args, {"frames": 100.0})
     assert progress_frames(tmp_path / "branch") == [50.0, 100.0]
     assert progress_frames(run) == [50.0, 100.0, 150.0]
+    assert progress_frames(tmp_path / "branch", "games.csv", GAMES_FIELDS) == [20.0, 90.0]
+    assert progress_frames(run, "games.csv", GAMES_FIELDS) == [20.0, 90.0, 120.0]
 
 
 @pytest.mark.slow
 def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_path):
     """A run with three archives, resumed from each archive in turn and then from its latest state: every file of
-    the run and of each branch is still there, and no progress.csv goes backwards in frames."""
+    the run and of each branch is still there, and no progress.csv or games.csv goes backwards in frames."""
     run = tmp_path / "run"
     logs = ["--log-dir", tmp_path / "logs"]
     # a frame budget: a slow machine's start-up can take most of a few seconds, leaving fewer than three archives
@@ -183,8 +208,9 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert read_json(run / "summary.json")["frames"] > before
     for folder in kept:
-        frames = progress_frames(folder)
-        assert frames == sorted(frames), folder
+        for name, fields in (("progress.csv", PROGRESS_FIELDS), ("games.csv", GAMES_FIELDS)):
+            frames = progress_frames(folder, name, fields)
+            assert frames and frames == sorted(frames), (folder, name)
 
 
 # ---------------------------------------------------------------------------------------------------------------
