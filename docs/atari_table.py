@@ -6,12 +6,14 @@
 FOLDER/<Game>/ is one game's ``tools.sweep`` output (run1, run2, ... each with args.json, summary.json and
 progress.csv; sweep.json with the commands, the machine and the commit). For each of rl_a3c_pytorch's seven games the
 page gives: the runs found; the evaluator's running mean at 10M and 20M frames (median and worst of the runs that got
-that far: the last game at or before the budget, as ``tools.sweep`` reads it); the median wall-clock and frames/s;
-the human-normalised score of the median at 20M frames, ``(score - random) / (human - random)`` with Mnih et al.
+that far: the last game at or before the budget, as ``tools.sweep`` reads it); the mean of the last 100 training games
+at or before 10M and 20M frames (``games.csv``: the workers' sampled policy, as RL Zoo evaluates); the median
+wall-clock and frames/s; the human-normalised score of both medians at 20M frames, ``(score - random) / (human - random)`` with Mnih et al.
 (2015)'s random and human scores; and RL Zoo's A2C and PPO scores (10M agent steps = 40M frames, their
 ``benchmark.md``). A game without runs has a row that says so.
 """
 
+import csv
 import json
 import math
 import os
@@ -33,6 +35,7 @@ RL_ZOO = {"Asteroids": (1286.6, 2156.2), "BeamRider": (2890.3, 3397.0), "Breakou
           "MsPacman": (None, None), "Pong": (17.3, 21.0), "Seaquest": (1721.5, 1783.6),
           "SpaceInvaders": (627.2, 960.3)}
 GAMES = sorted(REFERENCE)
+TRAINING_WINDOW = 100  # training games in a mean (SB3's ep_rew_mean, RL Zoo's evaluations are of 100 games or more)
 # the minimal action sets of ale-py (NoFrameskip-v4)
 ACTIONS = {"Asteroids": 14, "BeamRider": 9, "Breakout": 4, "MsPacman": 9, "Pong": 6, "Seaquest": 18,
            "SpaceInvaders": 6}
@@ -46,6 +49,17 @@ def normalised(game: str, score: float | None) -> float | None:
     return (score - random) / (human - random)
 
 
+def training_mean(run_dir: str, budget: int, window: int = TRAINING_WINDOW) -> float | None:
+    """The mean return of the last ``window`` training games (``games.csv``) that ended at or before ``budget``
+    frames; None without the file or a game by then."""
+    try:
+        with open(os.path.join(run_dir, "games.csv"), newline="") as f:
+            returns = [float(row["return"]) for row in csv.DictReader(f) if float(row["frames"]) <= budget]
+    except (OSError, KeyError, ValueError):
+        return None
+    return statistics.fmean(returns[-window:]) if returns else None
+
+
 def load_game(folder: str, game: str) -> dict:
     """One game's runs and what the table says of them."""
     out = os.path.join(folder, game)
@@ -55,10 +69,12 @@ def load_game(folder: str, game: str) -> dict:
     runs = [load_run(d, known.get(os.path.basename(d), {})) for d in dirs]
     got_to = {budget: [r for r in runs if r["frames"] is not None and r["frames"] >= budget] for budget in BUDGETS}
     at = {budget: median_and_worst([return_at(r["curve"], budget) for r in got]) for budget, got in got_to.items()}
+    training = {budget: median_and_worst([training_mean(os.path.join(out, r["run"]), budget) for r in got])
+                for budget, got in got_to.items()}
     reached = {budget: len(got) for budget, got in got_to.items()}
     timed = [r for r in runs if r["frames"] and r["seconds"]]
     defaults = load_json(os.path.join(dirs[0], "args.json")).get("defaults") if dirs else None
-    return {"game": game, "runs": runs, "at": at, "reached": reached, "commit": meta.get("commit"),
+    return {"game": game, "folder": out, "runs": runs, "at": at, "training": training, "reached": reached, "commit": meta.get("commit"),
             "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
             "seconds": statistics.median([r["seconds"] for r in timed]) if timed else None,
             "fps": statistics.median([r["frames"] / r["seconds"] for r in timed]) if timed else None}
@@ -75,24 +91,30 @@ def pair(median: float | None, worst: float | None, runs: int) -> str:
 
 
 def table(games: list[dict]) -> str:
-    rows = ["| game | runs | return @ 10M frames | return @ 20M frames | wall-clock (min) | frames/s "
-            "| human-normalised @ 20M | RL Zoo A2C @ 40M frames | RL Zoo PPO @ 40M frames |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| game | runs | evaluator @ 10M frames | evaluator @ 20M frames | training games @ 10M frames "
+            "| training games @ 20M frames | wall-clock (min) | frames/s | human-normalised @ 20M: evaluator, training "
+            "games | RL Zoo A2C @ 40M frames | RL Zoo PPO @ 40M frames |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for g in games:
         a2c, ppo = RL_ZOO[g["game"]]
         if not g["runs"]:
-            rows.append(f"| {g['game']} | not run yet | | | | | | {number(a2c)} | {number(ppo)} |")
+            rows.append(f"| {g['game']} | not run yet | | | | | | | | {number(a2c)} | {number(ppo)} |")
             continue
-        (m10, w10), (m20, w20) = g["at"][BUDGETS[0]], g["at"][BUDGETS[1]]
-        rows.append(f"| {g['game']} | {len(g['runs'])} | {pair(m10, w10, g['reached'][BUDGETS[0]])} | "
-                    f"{pair(m20, w20, g['reached'][BUDGETS[1]])} | {number(g['seconds'] and g['seconds'] / 60, '{:.0f}')}"
-                    f" | {number(g['fps'], '{:,.0f}')} | {number(normalised(g['game'], m20), '{:.2f}')} | "
-                    f"{number(a2c)} | {number(ppo)} |")
-    ours = [normalised(g["game"], g["at"][BUDGETS[1]][0]) for g in games]
-    ours = [x for x in ours if x is not None]
+        reached = [g["reached"][budget] for budget in BUDGETS]
+        cells = [pair(*g[kind][budget], n) for kind in ("at", "training") for budget, n in zip(BUDGETS, reached)]
+        scores = [number(normalised(g["game"], g[kind][BUDGETS[1]][0]), "{:.2f}") for kind in ("at", "training")]
+        rows.append(f"| {g['game']} | {len(g['runs'])} | " + " | ".join(cells)
+                    + f" | {number(g['seconds'] and g['seconds'] / 60, '{:.0f}')} | {number(g['fps'], '{:,.0f}')} | "
+                    f"{', '.join(scores)} | {number(a2c)} | {number(ppo)} |")
     theirs = [normalised(game, RL_ZOO[game][0]) for game in GAMES if RL_ZOO[game][0] is not None]
-    summary = (f"Median human-normalised score at 20M frames: **{statistics.median(ours):.2f}** over the {len(ours)} "
-               f"game(s) with a run that got that far" if ours else "No game has a run that reached 20M frames yet")
+    parts = []
+    for kind, name in (("at", "the evaluator's"), ("training", "the training games'")):
+        ours = [normalised(g["game"], g[kind][BUDGETS[1]][0]) for g in games]
+        ours = [x for x in ours if x is not None]
+        if ours:
+            parts.append(f"{name} **{statistics.median(ours):.2f}** over {len(ours)} game(s)")
+    summary = ("Median human-normalised score at 20M frames (the games with a run that got that far): "
+               + "; ".join(parts) if parts else "No game has a run that reached 20M frames yet")
     summary += (f"; RL Zoo's A2C at 40M frames: {statistics.median(theirs):.2f} (median over the {len(theirs)} games it "
                 f"publishes: no MsPacman).")
     return "\n".join(rows) + "\n\n" + summary + "\n"
@@ -145,8 +167,20 @@ def provenance(games: list[dict]) -> str:
     return "\n".join(lines) if lines else "- no runs yet"
 
 
+def training_curve(run_dir: str, window: int = TRAINING_WINDOW) -> tuple[list[float], list[float]]:
+    """The mean of the last ``window`` training games after each game (``games.csv``; empty lists without it)."""
+    try:
+        with open(os.path.join(run_dir, "games.csv"), newline="") as f:
+            games = [(float(row["frames"]), float(row["return"])) for row in csv.DictReader(f)]
+    except (OSError, KeyError, ValueError):
+        return [], []
+    returns = [r for _, r in games]
+    return [f for f, _ in games], [statistics.fmean(returns[max(0, i + 1 - window): i + 1]) for i in range(len(games))]
+
+
 def figure(games: list[dict], path: str) -> None:
-    """Every run's evaluator running mean against frames, one panel per game."""
+    """Every run's evaluator running mean (solid) and training games' mean (dashed) against frames, a panel per
+    game."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -156,7 +190,11 @@ def figure(games: list[dict], path: str) -> None:
     fig, axes = plt.subplots(2, 4, figsize=(16, 7))
     for ax, g in zip(axes.flat, games):
         for run in (r for r in g["runs"] if r["curve"]):
-            ax.plot(run["curve"]["frames"], run["curve"]["mean_return"], label=f"seed {run['seed']}")
+            line, = ax.plot(run["curve"]["frames"], run["curve"]["mean_return"], label=f"seed {run['seed']}")
+            frames, means = training_curve(os.path.join(g["folder"], run["run"]))
+            if frames:
+                ax.plot(frames, means, color=line.get_color(), linestyle="--", linewidth=1,
+                        label=f"seed {run['seed']}: training games")
         random, _ = REFERENCE[g["game"]]
         ax.axhline(random, color="gray", linestyle=":", linewidth=1, label="random")
         ax.set_title(g["game"])
@@ -165,7 +203,7 @@ def figure(games: list[dict], path: str) -> None:
         ax.legend(fontsize="x-small")
     axes.flat[-1].axis("off")
     fig.supxlabel("frames")
-    fig.supylabel("evaluator return, running mean")
+    fig.supylabel(f"return: evaluator's running mean (solid), last {TRAINING_WINDOW} training games' (dashed)")
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")
     plt.close(fig)
@@ -180,8 +218,10 @@ each game to 20M frames through `python -m tools.sweep`. Rebuilt from the commit
 How the scores are taken: the evaluator's greedy policy (the argmax of the policy) plays whole games (all lives, raw
 points, 0-30 no-op starts, games cut at `--max-episode-length` 10,000 agent steps), pressing FIRE after a lost life
 in the games that wait for it, as training's reset does; a return at N frames is the evaluator's running mean (over
-`--score-window`, 10 games) at its last game at or before N frames of training; where there are several runs a
-cell is "median / worst".
+`--score-window`, 10 games) at its last game at or before N frames of training. Training games: the mean of the last
+100 games the workers finished at or before N frames (`games.csv`: the sampled policy, whole games across lost lives,
+raw points, the same no-op starts), the nearest to how RL Zoo evaluates. Where there are several runs a cell is
+"median / worst".
 Human-normalised: `(score - random) / (human - random)` with the random and human scores of Mnih et al. (2015).
 RL Zoo's A2C and PPO (stable-baselines3's rl-baselines3-zoo, `benchmark.md`) trained 10M agent steps, i.e. **40M
 frames**, twice our budget, and evaluate the stochastic policy.

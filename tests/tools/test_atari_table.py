@@ -31,12 +31,22 @@ def crafted_run(folder, points, seed):
                                                      "stop_reason": "max_frames"}))
 
 
+def crafted_games(folder, returns):
+    """games.csv: a training game every 100,000 frames, the k-th (from 1) with return ``returns(k)``."""
+    with open(folder / "games.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["wall_time_s", "frames", "return", "length"])
+        writer.writerows([k / 10, k * 100_000, returns(k), 500] for k in range(1, 201))
+
+
 @pytest.fixture
 def runs(tmp_path):
     folder = tmp_path / "atari_runs"
     crafted_run(folder / "Breakout" / "run1", [(5 * M, 10), (10 * M, 100), (15 * M, 200), (20 * M, 300)], 1)
     crafted_run(folder / "Breakout" / "run2", [(9 * M, 50), (19 * M, 250), (20 * M, 280)], 2)
     crafted_run(folder / "Breakout" / "run3", [(10 * M, 40), (12 * M, 45)], 3)  # stopped before 20M: not counted
+    crafted_games(folder / "Breakout" / "run1", lambda k: k)  # last 100 by 10M: 1..100; by 20M: 101..200
+    crafted_games(folder / "Breakout" / "run2", lambda k: 30)  # run3 has no games.csv: left out
     (folder / "Breakout" / "sweep.json").write_text(json.dumps({
         "sweep_command": "python -m tools.sweep --runs 3 --frames 20000000 --out x -- --env BreakoutNoFrameskip-v4",
         "machine": "a machine", "commit": "abc123", "runs": []}))
@@ -67,15 +77,18 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
     assert breakout[1] == "3"
     assert breakout[2] == "50.0 / 40.0"  # at 10M: 100, 50, 40 -> median 50, worst 40
     assert breakout[3] == "290.0 / 280.0"  # at 20M: only the two runs that got there
-    assert breakout[5] == "1,000"  # frames/s
-    assert breakout[6] == f"{(290.0 - 1.7) / (31.8 - 1.7):.2f}"  # human-normalised
-    assert breakout[7] == "279.8" and breakout[8].startswith("398.0")
-    assert rows["Pong"][1] == "1" and rows["Pong"][3] == "20.5"
+    assert breakout[4] == "40.2 / 30.0"  # training games at 10M: 50.5 and 30 (run3 wrote none)
+    assert breakout[5] == "90.2 / 30.0"  # at 20M: 150.5 and 30
+    assert breakout[7] == "1,000"  # frames/s
+    assert breakout[8] == f"{(290.0 - 1.7) / (31.8 - 1.7):.2f}, {(90.25 - 1.7) / (31.8 - 1.7):.2f}"  # human-normalised
+    assert breakout[9] == "279.8" and breakout[10].startswith("398.0")
+    assert rows["Pong"][1] == "1" and rows["Pong"][3] == "20.5" and rows["Pong"][5] == "-"
     assert "not run yet" in rows["Seaquest"][1] and "not run yet" in rows["MsPacman"][1]
     assert len(rows) == 7 and list(rows) == sorted(rows)  # the seven games, by name
     assert "abc123" in text and "--env BreakoutNoFrameskip-v4" in text and "--model nature" in text
     ours = sorted([(290.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
-    assert f"**{(ours[0] + ours[1]) / 2:.2f}** over the 2 game(s)" in text
+    assert f"evaluator's **{(ours[0] + ours[1]) / 2:.2f}** over 2 game(s)" in text
+    assert f"training games' **{(90.25 - 1.7) / (31.8 - 1.7):.2f}** over 1 game(s)" in text
     assert (tmp_path / "atari_runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
