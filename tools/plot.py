@@ -1,4 +1,5 @@
-"""Plot training progress: evaluator returns against frames and against wall time, from runs' progress.csv.
+"""Plot training progress: evaluator returns against frames and against wall time, from runs' progress.csv (or,
+with ``--curve training``, the training games of their games.csv).
 
     python -m tools.plot runs/CartPole-v1__1__20261121-180000                 # -> that run's progress.png
     python -m tools.plot runs/a runs/b -o compare.png                          # several runs on one figure
@@ -32,8 +33,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--title", default=None, help="figure title (default: the runs' environment id)")
     p.add_argument("--dpi", type=int, default=120, help="resolution of the PNG (default: 120)")
     p.add_argument("--curve", default="eval", choices=["eval", "training"],
-                   help="eval: the evaluator's greedy games (progress.csv); training: the training games "
-                        "(TensorBoard's charts/episodic_return, with a running mean of 10) (default: eval)")
+                   help="eval: the evaluator's greedy games (progress.csv); training: the training games, with a "
+                        "running mean of 10 (games.csv; a run from before it: TensorBoard's charts/episodic_return) "
+                        "(default: eval)")
     return p
 
 
@@ -87,12 +89,37 @@ def read_progress(run: str) -> dict[str, list[float]]:
     return data
 
 
+def running_means(returns: list[float], window: int) -> list[float]:
+    """The mean of the last ``window`` values (fewer at the start) after each."""
+    return [sum(returns[max(0, i + 1 - window) : i + 1]) / min(i + 1, window) for i in range(len(returns))]
+
+
+def read_games(path: str, window: int) -> dict[str, list[float]] | None:
+    """A run's games.csv in progress.csv's columns (the mean of the last ``window`` games as ``mean_return``); None
+    when it holds no game (or is not a3g's)."""
+    try:
+        with open(path, newline="") as f:
+            rows = [(float(r["wall_time_s"]), float(r["frames"]), float(r["return"])) for r in csv.DictReader(f)
+                    if r.get("return") not in (None, "")]
+    except (OSError, UnicodeDecodeError, csv.Error, KeyError, ValueError):
+        return None
+    if not rows:
+        return None
+    returns = [r for _, _, r in rows]
+    return {"wall_time_s": [t for t, _, _ in rows], "frames": [f for _, f, _ in rows], "return": returns,
+            "mean_return": running_means(returns, window)}
+
+
 def read_training(run: str, window: int = 10) -> dict[str, list[float]]:
-    """The training games of a run (TensorBoard's ``charts/episodic_return``), in progress.csv's columns: wall time
-    from the run's first event, frames, return, and the mean of the last ``window`` games."""
+    """The training games of a run, in progress.csv's columns: wall time, frames, return, and the mean of the last
+    ``window`` games. From its games.csv; a run from before games.csv: TensorBoard's ``charts/episodic_return`` (wall
+    time from the run's first event)."""
     folder = run if os.path.isdir(run) else os.path.dirname(os.path.abspath(run))
+    games = read_games(os.path.join(folder, "games.csv"), window)
+    if games is not None:
+        return games
     if not os.path.isdir(folder) or not any(name.startswith("events.out.tfevents") for name in os.listdir(folder)):
-        raise BadInput(f"{folder} has no TensorBoard events (a run with --no-tensorboard-logger has no training curve)")
+        raise BadInput(f"{folder} has no training games (no games.csv with a game, no TensorBoard events)")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(folder, size_guidance={"scalars": 0}).Reload()
@@ -102,8 +129,7 @@ def read_training(run: str, window: int = 10) -> dict[str, list[float]]:
     start = min(event.wall_time for tag in events.Tags()["scalars"] for event in events.Scalars(tag)[:1])
     returns = [game.value for game in games]
     return {"wall_time_s": [game.wall_time - start for game in games], "frames": [float(game.step) for game in games],
-            "return": returns,
-            "mean_return": [sum(returns[max(0, i + 1 - window) : i + 1]) / min(i + 1, window) for i in range(len(games))]}
+            "return": returns, "mean_return": running_means(returns, window)}
 
 
 def time_unit(max_seconds: float) -> tuple[float, str]:

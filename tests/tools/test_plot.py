@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT, command
+from tools import plot as plot_tool
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
@@ -87,5 +88,22 @@ def test_the_training_curve_from_tensorboard_events(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     result = run_plot(empty, "--curve", "training")
-    assert result.returncode == 2 and "no TensorBoard events" in result.stderr
+    assert result.returncode == 2 and "no training games" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_training_curve_from_games_csv(tmp_path):
+    """games.csv is read first (a run with --no-tensorboard-logger has it too); its running mean is of 10 games."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = "".join(f"{0.5 * i},{1000 * i},{i},100\n" for i in range(1, 31))
+    (run / "games.csv").write_text("wall_time_s,frames,return,length\n" + rows)
+    data = plot_tool.read_training(str(run))
+    assert data["frames"][:2] == [1000.0, 2000.0] and data["wall_time_s"][-1] == 15.0
+    assert data["mean_return"][0] == 1.0 and data["mean_return"][-1] == sum(range(21, 31)) / 10
+    result = run_plot(run, "--curve", "training")
+    assert result.returncode == 0, result.stderr
+    assert_png(run / "training.png")
+    (run / "games.csv").write_text("wall_time_s,frames,return,length\n")  # no game yet, no events: bad input
+    result = run_plot(run, "--curve", "training")
+    assert result.returncode == 2 and "no training games" in result.stderr
