@@ -220,8 +220,8 @@ points, 0-30 no-op starts, games cut at `--max-episode-length` 10,000 agent step
 in the games that wait for it, as training's reset does; a return at N frames is the evaluator's running mean (over
 `--score-window`, 10 games) at its last game at or before N frames of training. Training games: the mean of the last
 100 games the workers finished at or before N frames (`games.csv`: the sampled policy, whole games across lost lives,
-raw points, the same no-op starts), the nearest to how RL Zoo evaluates. Where there are several runs a cell is
-"median / worst".
+raw points, the same no-op starts), the nearest to how RL Zoo evaluates (`--eval-stochastic` makes the evaluator
+play so too; these runs keep the greedy default). Where there are several runs a cell is "median / worst".
 Human-normalised: `(score - random) / (human - random)` with the random and human scores of Mnih et al. (2015).
 RL Zoo's A2C and PPO (stable-baselines3's rl-baselines3-zoo, `benchmark.md`) trained 10M agent steps, i.e. **40M
 frames**, twice our budget, and evaluate the stochastic policy.

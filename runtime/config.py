@@ -237,6 +237,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--max-seconds", type=float, default=None, help="stop after this many seconds of this invocation")
     add("--stop-score", type=float, default=None, help="stop ('solved') when the evaluator's mean reaches this")
     add("--score-window", type=int, default=10, help="evaluator games in the mean that --stop-score tests")
+    add("--eval-stochastic", action="store_true",
+        help="the evaluator samples its actions from the policy (as RL Zoo scores Atari agents) instead of playing "
+             "the greedy ones; what --stop-score, best_model.pt and progress.csv then measure")
 
     add = p.add_argument_group('output', 'the run directory, models, logs and checkpoints').add_argument
     add("--run-dir", default=None, help="exact run directory (default: runs/<env>__<seed>__<timestamp>)")

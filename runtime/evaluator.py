@@ -1,4 +1,5 @@
-"""The evaluator, for A3G and IMPALA alike: plays full games greedily with the latest shared weights, logs them, keeps the best model.
+"""The evaluator, for A3G and IMPALA alike: plays full games greedily (``--eval-stochastic``: sampling from the policy)
+with the latest shared weights, logs them, keeps the best model.
 
 Games are whole (no life-loss episodes) and scored with raw, unclipped rewards. After every game it
 - prints one line and appends a row to ``progress.csv`` (and TensorBoard, with the workers' latest losses);
@@ -75,7 +76,8 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
         scores = collections.deque(maxlen=args.score_window)
         while not state.stop.is_set() and parent_alive(parent_pid):
             model.load_state_dict(shared_model.state_dict())
-            result = play_game(env, model, device, args.max_episode_length, between=keep_playing)
+            result = play_game(env, model, device, args.max_episode_length, stochastic=args.eval_stochastic,
+                               between=keep_playing)
             if result is None:
                 break
             episode_return, length = result

@@ -1,6 +1,7 @@
 """Your own environment without editing a3g: ``--env module:Id`` (gymnasium's syntax) and ``--gym-packages``
 import the module in every process that builds the environment; a file a3g loads never makes it import code."""
 
+import csv
 import os
 
 import pytest
@@ -58,3 +59,19 @@ def test_gym_packages_registers_ids_and_a_bad_module_is_one_line(tmp_path):
     result = run_main("--env", "Corridor-v0", *out_dirs(tmp_path), "--max-frames", "10", env=WITH_PACKAGE,
                       timeout=120)
     assert_bad_input(result, "unknown environment id", "--gym-packages")
+
+
+def test_eval_stochastic_samples_the_evaluators_actions(tmp_path):
+    """In the corridor a greedy policy (deterministic, in a deterministic game) either walks straight to the end, 4
+    steps, or loops until the 20-step limit; sampled actions give other lengths too. The learning rate is tiny so
+    that the policy stays near uniform for the whole run."""
+    lengths = {}
+    for name, flags in (("greedy", []), ("sampled", ["--eval-stochastic"])):
+        result = run_main("--env", ENV, "--workers", "1", "--lr", "1e-9", "--max-frames", "6000",
+                          "--no-tensorboard-logger", *flags, *out_dirs(tmp_path, name), env=WITH_PACKAGE)
+        assert result.returncode == 0, result.stderr[-2000:]
+        with open(tmp_path / name / "progress.csv", newline="") as f:
+            lengths[name] = [int(row["length"]) for row in csv.DictReader(f)]
+        assert len(lengths[name]) >= 10, (name, lengths[name])
+    assert set(lengths["greedy"]) <= {4, 20}, lengths["greedy"]
+    assert set(lengths["sampled"]) - {4, 20}, lengths["sampled"]
