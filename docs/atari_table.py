@@ -8,12 +8,11 @@ progress.csv; sweep.json with the commands, the machine and the commit). For eac
 page gives: the runs found; the evaluator's running mean at 10M and 20M frames (median and worst of the runs that got
 that far: the last game at or before the budget, as ``tools.sweep`` reads it); the mean of the last 100 training games
 at or before 10M and 20M frames (``games.csv``: the workers' sampled policy, as RL Zoo evaluates); the median
-wall-clock and frames/s; the human-normalised score of both medians at 20M frames, ``(score - random) / (human - random)`` with Mnih et al.
-(2015)'s random and human scores; and RL Zoo's A2C and PPO scores (10M agent steps = 40M frames, their
+wall-clock and frames/s; the human-normalised score of both medians at 20M frames, ``(score - random) / (human -
+random)`` with Mnih et al. (2015)'s random and human scores; and RL Zoo's A2C and PPO scores (10M agent steps = 40M frames, their
 ``benchmark.md``). A game without runs has a row that says so.
 """
 
-import csv
 import json
 import math
 import os
@@ -23,6 +22,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from tools.plot import read_games  # noqa: E402
 from tools.sweep import load_json, load_run, median_and_worst, return_at, run_dirs  # noqa: E402
 
 BUDGETS = (10_000_000, 20_000_000)
@@ -49,17 +49,6 @@ def normalised(game: str, score: float | None) -> float | None:
     return (score - random) / (human - random)
 
 
-def training_mean(run_dir: str, budget: int, window: int = TRAINING_WINDOW) -> float | None:
-    """The mean return of the last ``window`` training games (``games.csv``) that ended at or before ``budget``
-    frames; None without the file or a game by then."""
-    try:
-        with open(os.path.join(run_dir, "games.csv"), newline="") as f:
-            returns = [float(row["return"]) for row in csv.DictReader(f) if float(row["frames"]) <= budget]
-    except (OSError, KeyError, ValueError):
-        return None
-    return statistics.fmean(returns[-window:]) if returns else None
-
-
 def load_game(folder: str, game: str) -> dict:
     """One game's runs and what the table says of them."""
     out = os.path.join(folder, game)
@@ -67,14 +56,16 @@ def load_game(folder: str, game: str) -> dict:
     known = {r.get("run"): r for r in meta.get("runs", []) if isinstance(r, dict)}
     dirs = run_dirs(out)
     runs = [load_run(d, known.get(os.path.basename(d), {})) for d in dirs]
+    for run, run_dir in zip(runs, dirs):  # the mean of the last 100 training games after each (None: no games.csv)
+        run["training_curve"] = read_games(os.path.join(run_dir, "games.csv"), TRAINING_WINDOW)
     got_to = {budget: [r for r in runs if r["frames"] is not None and r["frames"] >= budget] for budget in BUDGETS}
     at = {budget: median_and_worst([return_at(r["curve"], budget) for r in got]) for budget, got in got_to.items()}
-    training = {budget: median_and_worst([training_mean(os.path.join(out, r["run"]), budget) for r in got])
+    training = {budget: median_and_worst([return_at(r["training_curve"], budget) for r in got])
                 for budget, got in got_to.items()}
     reached = {budget: len(got) for budget, got in got_to.items()}
     timed = [r for r in runs if r["frames"] and r["seconds"]]
     defaults = load_json(os.path.join(dirs[0], "args.json")).get("defaults") if dirs else None
-    return {"game": game, "folder": out, "runs": runs, "at": at, "training": training, "reached": reached, "commit": meta.get("commit"),
+    return {"game": game, "runs": runs, "at": at, "training": training, "reached": reached, "commit": meta.get("commit"),
             "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
             "seconds": statistics.median([r["seconds"] for r in timed]) if timed else None,
             "fps": statistics.median([r["frames"] / r["seconds"] for r in timed]) if timed else None}
@@ -167,17 +158,6 @@ def provenance(games: list[dict]) -> str:
     return "\n".join(lines) if lines else "- no runs yet"
 
 
-def training_curve(run_dir: str, window: int = TRAINING_WINDOW) -> tuple[list[float], list[float]]:
-    """The mean of the last ``window`` training games after each game (``games.csv``; empty lists without it)."""
-    try:
-        with open(os.path.join(run_dir, "games.csv"), newline="") as f:
-            games = [(float(row["frames"]), float(row["return"])) for row in csv.DictReader(f)]
-    except (OSError, KeyError, ValueError):
-        return [], []
-    returns = [r for _, r in games]
-    return [f for f, _ in games], [statistics.fmean(returns[max(0, i + 1 - window): i + 1]) for i in range(len(games))]
-
-
 def figure(games: list[dict], path: str) -> None:
     """Every run's evaluator running mean (solid) and training games' mean (dashed) against frames, a panel per
     game."""
@@ -191,10 +171,10 @@ def figure(games: list[dict], path: str) -> None:
     for ax, g in zip(axes.flat, games):
         for run in (r for r in g["runs"] if r["curve"]):
             line, = ax.plot(run["curve"]["frames"], run["curve"]["mean_return"], label=f"seed {run['seed']}")
-            frames, means = training_curve(os.path.join(g["folder"], run["run"]))
-            if frames:
-                ax.plot(frames, means, color=line.get_color(), linestyle="--", linewidth=1,
-                        label=f"seed {run['seed']}: training games")
+            training = run["training_curve"]
+            if training:
+                ax.plot(training["frames"], training["mean_return"], color=line.get_color(), linestyle="--",
+                        linewidth=1, label=f"seed {run['seed']}: training games")
         random, _ = REFERENCE[g["game"]]
         ax.axhline(random, color="gray", linestyle=":", linewidth=1, label="random")
         ax.set_title(g["game"])

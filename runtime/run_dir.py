@@ -5,7 +5,8 @@ A run directory belongs to one line of training, so nothing in it is ever overwr
 writes into a folder that holds a run, and a resume continues in place only from the folder's newest state. A resume
 from an earlier state (an archived ``checkpoint-<frames>.pt``, or a ``checkpoint.pt`` that the folder's progress has
 gone past) is a branch: it writes into a new folder, ``<run>-from-<frames>``, whose ``progress.csv`` and ``games.csv``
-start with the parent's rows up to that point, so that frames never go backwards within one file and both branches stay whole.
+start with the parent's rows up to that point, so that frames never go backwards within one file and both branches
+stay whole.
 """
 
 import argparse
@@ -25,7 +26,8 @@ PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mea
 GAMES_FIELDS = ["wall_time_s", "frames", "return", "length"]
 CSV_FILES = {"progress.csv": PROGRESS_FIELDS, "games.csv": GAMES_FIELDS}
 BEST_MODEL = "best_model.pt"
-RUN_FILES = ("args.json", "progress.csv", "games.csv", "summary.json", "checkpoint.pt", BEST_MODEL)  # a folder with one holds a run
+# a folder with one of these holds a run
+RUN_FILES = ("args.json", "progress.csv", "games.csv", "summary.json", "checkpoint.pt", BEST_MODEL)
 
 
 def resumed_run_dir(path: str) -> str:
