@@ -50,7 +50,8 @@ class SlotCounter:
         return self._base + sum(self._slots)
 
 
-GAME_RING = 64  # training games a worker's ring holds until the main process reads them (every few seconds)
+GAME_RING = 4096  # training games a worker's ring holds until the main process reads them: ~100 KB a worker, enough
+# for seconds of the shortest games (an untrained CartPole ends one every ~20 steps) while the main process is busy
 
 
 class RunState:
