@@ -303,8 +303,8 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
         check_imports_given(saved, explicit, args.resume)
-        if "env_config" not in explicit and is_former_crop_file(args.env_config):
-            args.env_config = ATARI_CONFIG  # the same crops, where this version keeps them
+        if "env_config" not in explicit and is_gone_default_crop_file(args.env_config):
+            args.env_config = ATARI_CONFIG  # the same crops, where this checkout keeps them
     check_algo_flags(args.algo, explicit)
     return args, resumed, explicit
 
@@ -324,10 +324,15 @@ def check_imports_given(saved: dict, explicit: dict, source: str) -> None:
                        f"{' '.join(missing)} again (a checkpoint never makes a3g import code)")
 
 
-def is_former_crop_file(path: str) -> bool:
-    """A run saved before the crops moved to envs/atari.json names the repository's ``config.json``, which is gone."""
+def is_gone_default_crop_file(path: str) -> bool:
+    """Whether a resumed run names the default crops of a checkout that is gone: its own ``envs/atari.json`` from a
+    clone moved or removed since (a worktree), or, saved before the crops moved there, this repository's
+    ``config.json``. A missing file of the user's own stays theirs (and is refused in one line)."""
+    if os.path.exists(path):
+        return False
+    path = os.path.abspath(path)
     root = os.path.dirname(os.path.dirname(ATARI_CONFIG))
-    return os.path.abspath(path) == os.path.join(root, "config.json") and not os.path.exists(path)
+    return path == os.path.join(root, "config.json") or path.endswith(os.sep + os.path.join("envs", "atari.json"))
 
 
 def carried(key: str, saved_algo: str, algo: str) -> bool:

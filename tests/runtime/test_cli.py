@@ -229,6 +229,24 @@ def test_a_run_saved_before_the_crops_moved_resumes_with_them(cartpole_run, tmp_
     assert args.env_config == str(own)
 
 
+def test_a_run_saved_by_a_checkout_since_removed_resumes_with_this_ones_crops(cartpole_run, tmp_path):
+    """A run trained from another clone or worktree names that checkout's envs/atari.json; once it is gone, the
+    run resumes with this checkout's (the same defaults). A missing crop file of the user's own stays theirs (an Atari
+    run refuses it in one line)."""
+    from runtime import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"]["env_config"] = str(tmp_path / "removed-worktree" / "envs" / "atari.json")
+    torch.save(data, tmp_path / "moved.pt")
+    args = config.validate(["--resume", str(tmp_path / "moved.pt"), "--run-dir", str(tmp_path / "r")])[0]
+    assert args.env_config == ATARI_CONFIG
+    own = str(tmp_path / "gone" / "crops.json")
+    data["args"]["env_config"] = own
+    torch.save(data, tmp_path / "own.pt")
+    args = config.validate(["--resume", str(tmp_path / "own.pt"), "--run-dir", str(tmp_path / "r2")])[0]
+    assert args.env_config == own
+
+
 def test_a_pong_run_saved_before_frames_stayed_bytes_resumes_and_loads_the_running_way(cartpole_run, tmp_path):
     """A checkpoint from before --frame-norm (no entry in its args, env or network) trained on frames normalised
     the running way: resumed, it keeps that; loaded into a fresh run of today's default (frame), it is refused in
