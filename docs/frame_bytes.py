@@ -1,7 +1,8 @@
 """What a Pong unroll costs in memory and on the wire (BENCHMARKS.md, "Frames as bytes, each stored once"): the
-bytes a replay of 1,000 unrolls allocates, and the bytes per agent step an IMPALA actor's unroll takes through Ray
-(pickle protocol 5, as Ray serialises numpy arrays), for frames as uint8 stored once (``--frame-norm frame``, the
-default, or ``scale``) and as the float32 stacks every frame travelled as before (``--frame-norm running``'s frames).
+bytes a replay of 1,000 unrolls allocates, and the bytes per agent step an IMPALA actor's unroll (any after its
+first) takes through Ray (pickle protocol 5, as Ray serialises numpy arrays), for frames as uint8 stored once
+(``--frame-norm frame``, the default, or ``scale``) and as the float32 stacks every frame travelled as before
+(``--frame-norm running``'s frames).
 
     python docs/frame_bytes.py [--unroll-length 20] [--envs 8]
 
@@ -65,8 +66,8 @@ def main() -> None:
         arrays = unroll(frame_norm, T, envs)
         if layout["frame_stack"] > 1:
             assert torch.equal(pack_frames(arrays["obs"], 4)[4:], arrays["obs"][1:, :, -1])
-        if uint8:  # what an actor sends now (no episode of this unroll was cut: no cut rows)
-            sent = to_wire(arrays, layout["frame_stack"], cuts=0)
+        if uint8:  # what an actor sends now after its first unroll (no episode of this one was cut: no cut rows)
+            sent = to_wire(arrays, layout["frame_stack"], cuts=0, continues=True)
         else:  # what every actor sent before frames stayed bytes: all the arrays as they are
             sent = {key: tensor.numpy() for key, tensor in arrays.items()}
         wire = len(pickle.dumps(sent, protocol=5))

@@ -53,7 +53,7 @@ from envs.environment import EnvSettings
 from impala.acting import Acting, local_policy, unroll_frames
 from impala.learner import LearnerStep, learner_loop, replays_for, unroll_features
 from impala.replay import ReplayBuffer
-from impala.unrolls import pack_frames, stacked_frames, unpack_frames
+from impala.unrolls import pack_frames, stack_rows, stacked_frames, unpack_frames
 from model import flat_buffer, flatten_parameters
 from runtime.context import RunContext
 from runtime.defaults import final_slots, slots_per_actor
@@ -234,13 +234,15 @@ class ReceivedWeights:
         return self.version
 
 
-def to_wire(unroll: dict[str, torch.Tensor], frame_stack: int, cuts: int) -> dict[str, np.ndarray]:
-    """An actor's unroll as Ray moves it: numpy arrays, each frame of a stack once (``unrolls.pack_frames``) and
-    only the ``cuts`` rows of the cut observations that this unroll used (most use none); ``UnrollQueue.take``
-    rebuilds the layout."""
+def to_wire(unroll: dict[str, torch.Tensor], frame_stack: int, cuts: int, continues: bool = False
+            ) -> dict[str, np.ndarray]:
+    """An actor's unroll as Ray moves it: numpy arrays, each frame of a stack once (``unrolls.pack_frames``),
+    without the first observation's frames where the unroll ``continues`` the actor's previous one (that one ended
+    with them: ``UnrollQueue.put`` keeps them), and only the ``cuts`` rows of the cut observations that this unroll
+    used (most use none); ``UnrollQueue`` rebuilds the layout."""
     arrays = {key: tensor.numpy() for key, tensor in unroll.items()}
     if frame_stack > 1:
-        arrays["obs"] = pack_frames(unroll["obs"], frame_stack).numpy()
+        arrays["obs"] = pack_frames(unroll["obs"], frame_stack)[frame_stack if continues else 0:].numpy()
     arrays["final_obs"] = arrays["final_obs"][:cuts]
     return arrays
 
@@ -256,6 +258,7 @@ class Actor:
         self.acting = Acting(args, settings, meta, local_policy(args, meta, self.weights), rank, feature_size,
                              args.bf16)
         self.frame_stack = stacked_frames(meta)
+        self.continues = False  # the first unroll sends its first observation's frames; later ones begin where it ended
         self.where = (ray.get_runtime_context().get_node_id(), socket.gethostname(), os.getpid())
 
     def unroll(self, version: int, box: list[ray.ObjectRef]
@@ -264,8 +267,9 @@ class Actor:
         version that acted, the games finished, where this actor runs, and the finished games' (return, length)."""
         self.weights.offer(version, box)
         unroll, acted, games = self.acting.unroll()
-        return (to_wire(unroll, self.frame_stack, int(self.acting.cuts.max())), acted, games, self.where,
-                self.acting.envs.take_finished())
+        arrays = to_wire(unroll, self.frame_stack, int(self.acting.cuts.max()), self.continues)
+        self.continues = True
+        return arrays, acted, games, self.where, self.acting.envs.take_finished()
 
 
 class ActorFleet:
@@ -297,13 +301,15 @@ class ActorFleet:
 
     def collect(self, timeout: float) -> list[tuple[int, dict[str, np.ndarray], int, int]]:
         """The unrolls that arrive within ``timeout`` seconds (all that are there, once one is): ``(rank, arrays,
-        version, games)`` each; the finished games' returns and lengths go into the run state's ring."""
-        waiting = list(self.calls)
+        version, games)`` each, each actor's in the order it played them (a later one may begin where an earlier
+        one ended: ``UnrollQueue.put``); the finished games' returns and lengths go into the run state's ring."""
+        waiting = list(self.calls)  # in the order the calls were made
         ready, _ = ray.wait(waiting, num_returns=1, timeout=timeout)
         if ready:
             ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0)
+        ready = set(ready)
         arrived = []
-        for ref in ready:
+        for ref in (ref for ref in waiting if ref in ready):
             rank = self.calls.pop(ref, None)
             if rank is None:  # a call of an actor replaced meanwhile
                 continue
@@ -344,13 +350,18 @@ class ActorFleet:
 class UnrollQueue:
     """The learner's queue of arrived unrolls, one environment's each, oldest first, at most ``capacity``: when
     full, the oldest is dropped (counted), so that a slow learner trains on recent unrolls and holds a bounded
-    part of the object store. ``take`` stacks unrolls time-major, as ``UnrollSlots.read`` does for the slots."""
+    part of the object store. ``take`` stacks unrolls time-major, as ``UnrollSlots.read`` does for the slots.
+
+    With stacked frames an actor sends its first observation's frames only in its first unroll (``to_wire``): the
+    queue keeps each actor's last observation and puts it before the frames of the actor's next unroll, so that
+    every frame crosses the wire once. An actor's unrolls must be put in the order it played them."""
 
     def __init__(self, capacity: int, final_slots: int = 1, frame_stack: int = 1) -> None:
         """``final_slots`` rows of cut observations per unroll and ``frame_stack``, as the slots have them
         (``to_wire`` sends fewer rows and each frame once)."""
         self.capacity, self.final_slots, self.frame_stack = capacity, final_slots, frame_stack
         self.items = collections.deque()  # (an actor's arrays, the environment's column in them, version)
+        self.last = {}  # actor rank -> its last unroll's last observation, packed [k, B, H, W]
 
     def __len__(self) -> int:
         return len(self.items)
@@ -358,8 +369,10 @@ class UnrollQueue:
     def full(self) -> bool:
         return len(self.items) >= self.capacity
 
-    def put(self, arrays: dict[str, np.ndarray], version: int) -> int:
-        """Queue each environment's unroll of an actor's ``arrays``; returns how many old ones were dropped."""
+    def put(self, arrays: dict[str, np.ndarray], version: int, rank: int = 0) -> int:
+        """Queue each environment's unroll of actor ``rank``'s ``arrays``; returns how many old ones were dropped."""
+        if self.frame_stack > 1:
+            arrays = self.whole_frames(arrays, rank)
         dropped = 0
         for column in range(arrays["actions"].shape[1]):
             if len(self.items) == self.capacity:
@@ -367,6 +380,19 @@ class UnrollQueue:
                 dropped += 1
             self.items.append((arrays, column, version))
         return dropped
+
+    def whole_frames(self, arrays: dict[str, np.ndarray], rank: int) -> dict[str, np.ndarray]:
+        """``arrays`` with all ``T + k`` packed frames: an unroll that continues the actor's previous one gets that
+        one's last observation before its ``T``; the actor's last observation is kept for its next unroll."""
+        k, frames = self.frame_stack, arrays["obs"]
+        if len(frames) == len(arrays["actions"]):  # T frames: the first observation is the previous unroll's last
+            if rank not in self.last:
+                raise RuntimeError(f"actor {rank}'s unroll continues one that never arrived")
+            frames = np.concatenate([self.last[rank], frames])
+            arrays = {**arrays, "obs": frames}
+        rows = stack_rows(torch.tensor(arrays["dones"]), k)[-1].numpy()  # the last observation's rows, [B, k]
+        self.last[rank] = np.moveaxis(frames[rows, np.arange(rows.shape[0])[:, None]], 1, 0)
+        return arrays
 
     def drop_older_than(self, version: int) -> int:
         """``--max-policy-lag``: drop the unrolls acted by a version before ``version``; returns how many."""
@@ -409,7 +435,7 @@ class FleetSource:
         state, queue = self.state, self.queue
         for rank, arrays, acted, games in self.fleet.collect(0.0 if len(queue) >= need else WAIT):
             state.add(rank, self.frames_per_unroll, games)
-            state.dropped.value += queue.put(arrays, acted)
+            state.dropped.value += queue.put(arrays, acted, rank)
             if queue.full():  # this actor gets no new call until there is room: the learner is behind
                 state.actor_waits.add(rank, 1)
         if self.args.max_policy_lag is not None:

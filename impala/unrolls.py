@@ -38,15 +38,19 @@ def unpack_frames(frames: torch.Tensor, dones: torch.Tensor, k: int) -> torch.Te
     the step ended an episode: the next observation is a reset's) -> ``obs [T + 1, n, k, H, W]``. Frame j of
     observation t is the frame of time ``t - (k - 1) + j``, or, where that is before the episode's first
     observation at time s (within the unroll), the frame of time s; time p is row ``p + k - 1`` of ``frames``."""
-    steps, n = frames.shape[0] - k + 1, frames.shape[1]
+    return frames[stack_rows(dones, k), torch.arange(frames.shape[1])[None, :, None]]
+
+
+def stack_rows(dones: torch.Tensor, k: int) -> torch.Tensor:
+    """The rows of packed frames that make each observation's stack: ``[T + 1, n, k]`` (``unpack_frames``)."""
+    steps, n = dones.shape[0] + 1, dones.shape[1]
     time = torch.arange(steps)
     no_start = -(k - 1)  # the earliest time the rows hold: clamping to it changes nothing
     starts = torch.full((steps, n), no_start, dtype=torch.long)
-    starts[1:] = torch.where(dones[: steps - 1] > 0, time[1:, None], no_start)
+    starts[1:] = torch.where(dones > 0, time[1:, None], no_start)
     starts = starts.cummax(0).values  # the latest episode start at or before t
     wanted = time[:, None, None] - (k - 1) + torch.arange(k)  # [T + 1, 1, k]
-    rows = torch.maximum(wanted, starts[:, :, None]) + (k - 1)
-    return frames[rows, torch.arange(n)[None, :, None]]
+    return torch.maximum(wanted, starts[:, :, None]) + (k - 1)
 
 
 class UnrollSlots:

@@ -22,15 +22,16 @@ RAY = ["--algo", "impala", "--backend", "ray", "--env", "CartPole-v1", "--worker
 QUIET_RAY = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def run_log(tmp_path):
-    log = tmp_path / "logs" / "CartPole-v1_log"
+def run_log(tmp_path, env="CartPole-v1"):
+    log = tmp_path / "logs" / f"{env}_log"
     return log.read_text() if log.exists() else ""
 
 
-def actor_placements(tmp_path):
+def actor_placements(tmp_path, env="CartPole-v1"):
     """rank -> (Ray node id, pid), the latest of each actor, from the learner's lines in the run's log."""
     found = {}
-    for rank, node, pid in re.findall(r"actor (\d+) runs on Ray node (\w+) \(host .*?, pid (\d+)\)", run_log(tmp_path)):
+    for rank, node, pid in re.findall(r"actor (\d+) runs on Ray node (\w+) \(host .*?, pid (\d+)\)",
+                                      run_log(tmp_path, env)):
         found[int(rank)] = (node, int(pid))
     return found
 
@@ -181,6 +182,26 @@ def test_killed_actor_is_replaced_and_the_run_goes_on(tmp_path):
 
 @needs_ray
 @pytest.mark.slow
+def test_a_pong_actor_replaced_mid_run_sends_its_first_frames_again(tmp_path):
+    """Stacked frames cross the wire once: an actor's later unrolls leave out their first observation, which the
+    learner kept from the actor's unroll before. A new actor of the same rank begins afresh, and the learner
+    takes its unrolls (it would fail, and be restarted, on one that continues an unroll it never had)."""
+    pong = "PongNoFrameskip-v4"
+    proc = start_run(tmp_path, *RAY, "--env", pong, "--max-seconds", "45", env=QUIET_RAY)
+    node, pid = wait_for(lambda: actor_placements(tmp_path, pong).get(0), 60)
+    time.sleep(5)  # a few unrolls that continue the one before
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: actor_placements(tmp_path, pong).get(0, (None, pid))[1] != pid, 30)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-2000:]
+    assert re.search(r"actor 0 failed \(\w+: .*\); replaced by a new actor", stderr)
+    assert "never arrived" not in stderr and "Traceback" not in stderr
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["restarts"] == 1 and summary["stop_reason"] == "max_seconds"  # the actor's, not the learner's
+
+
+@needs_ray
+@pytest.mark.slow
 def test_more_actor_deaths_than_max_restarts_end_the_run_in_one_line(tmp_path):
     proc = start_run(tmp_path, *RAY, "--max-restarts", "0", "--max-seconds", "120", env=QUIET_RAY)
     node, pid = wait_for(lambda: actor_placements(tmp_path).get(0), 60)
@@ -293,27 +314,38 @@ def test_two_node_cluster_runs_actors_on_both_and_survives_losing_one(tmp_path):
 
 @needs_ray
 def test_ray_moves_each_frame_once_and_only_the_cut_observations_an_unroll_used():
-    """An actor's unroll of 4-frame stacks (T = 10, 3 environments, 3 rows for cut observations, one used) goes
-    over the wire as T + 4 frames per environment and one row, and the learner's queue rebuilds the slots'
-    layout exactly."""
+    """Two unrolls an actor plays one after the other (4-frame stacks, T = 10, 3 environments, 3 rows for cut
+    observations, one used by the first): the first goes over the wire as T + 4 frames per environment and one row,
+    the second, which begins where the first ended, as T frames (episodes begin in both, and on the step before
+    the second's first observation); the learner's queue rebuilds the slots' layout of both exactly."""
     from impala.ray_backend import UnrollQueue, to_wire
     from impala.unrolls import unpack_frames
 
     T, n, k = 10, 3, 4
     generator = torch.Generator().manual_seed(0)
-    dones = torch.zeros(T, n)
-    dones[[2, 3, 7], [0, 0, 2]] = 1.0
-    frames = torch.randint(0, 256, (T + k, n, 5, 6), dtype=torch.uint8, generator=generator)
-    unroll = {key: torch.from_numpy(value) for key, value in actor_arrays(T, n, 0).items()}
-    unroll.update(obs=unpack_frames(frames, dones, k), dones=dones, truncated=dones * (torch.arange(n) == 2),
-                  final_obs=torch.zeros(3, n, k, 5, 6, dtype=torch.uint8))
-    unroll["final_obs"][0, 2] = 7
-    del unroll["features"]  # none: no replay ranks by them
-    wire = to_wire(unroll, k, cuts=1)
-    assert wire["obs"].shape == (T + k, n, 5, 6) and wire["final_obs"].shape == (1, n, k, 5, 6)
+    dones = torch.zeros(2 * T, n)
+    dones[[2, 3, 7, T - 1, T + 1, T + 4], [0, 0, 2, 1, 1, 0]] = 1.0
+    obs = unpack_frames(torch.randint(0, 256, (2 * T + k, n, 5, 6), dtype=torch.uint8, generator=generator), dones, k)
+    unrolls = []
+    for part in range(2):
+        steps = slice(part * T, (part + 1) * T)
+        unroll = {key: torch.from_numpy(value) for key, value in actor_arrays(T, n, 0).items()}
+        unroll.update(obs=obs[part * T: (part + 1) * T + 1], dones=dones[steps],
+                      truncated=dones[steps] * (torch.arange(n) == 2), final_obs=torch.zeros(3, n, k, 5, 6,
+                                                                                              dtype=torch.uint8))
+        del unroll["features"]  # none: no replay ranks by them
+        unrolls.append(unroll)
+    unrolls[0]["final_obs"][0, 2] = 7
+    first, second = to_wire(unrolls[0], k, cuts=1), to_wire(unrolls[1], k, cuts=0, continues=True)
+    assert first["obs"].shape == (T + k, n, 5, 6) and first["final_obs"].shape == (1, n, k, 5, 6)
+    assert second["obs"].shape == (T, n, 5, 6) and second["final_obs"].shape == (0, n, k, 5, 6)
     queue = UnrollQueue(capacity=6, final_slots=3, frame_stack=k)
-    queue.put(wire, version=4)
-    batch, versions = queue.take(n)
-    assert versions.tolist() == [4] * n
-    assert {key: value.shape for key, value in batch.items()} == {key: value.shape for key, value in unroll.items()}
-    assert all(torch.equal(batch[key], unroll[key]) for key in unroll)
+    queue.put(first, version=4, rank=1)
+    with pytest.raises(RuntimeError, match="actor 0's unroll continues one that never arrived"):
+        queue.put(second, version=5, rank=0)  # another actor's: its first observation is not this queue's to make
+    queue.put(second, version=5, rank=1)
+    for unroll, version in zip(unrolls, (4, 5)):
+        batch, versions = queue.take(n)
+        assert versions.tolist() == [version] * n
+        assert {key: value.shape for key, value in batch.items()} == {key: value.shape for key, value in unroll.items()}
+        assert all(torch.equal(batch[key], unroll[key]) for key in unroll)
