@@ -60,8 +60,8 @@ def main() -> None:
     for frame_norm, uint8 in (("running", False), ("frame", True)):
         meta = model_meta("nature", [4, 84, 84], 6, 0, uint8=uint8)
         layout = policy_layout(meta)
-        replay = ReplayBuffer({"type": "standard", "capacity": 1000, "count": 1}, T, meta["obs_shape"], 6, 0, 0, 1,
-                              (), layout["obs_dtype"], layout["frame_stack"])
+        replay = ReplayBuffer({"type": "standard", "capacity": 1000, "count": 1}, T, meta["obs_shape"], hidden_size=0,
+                              feature_size=0, **layout)
         allocated = sum(t.numel() * t.element_size() for t in vars(replay).values() if torch.is_tensor(t))
         arrays = unroll(frame_norm, T, envs)
         if layout["frame_stack"] > 1:

@@ -280,8 +280,7 @@ def replays_for(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> 
     """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
     them as its predecessor left them."""
     specs, features = replay_specs(args.replay_parameters, args.batch_size), unroll_features(args, meta)
-    layout = policy_layout(meta)
-    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], layout["num_actions"], meta["hidden_size"], features,
-                         final_slots(settings, args.num_steps), layout["action_shape"], layout["obs_dtype"],
-                         layout["frame_stack"])
+    return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], hidden_size=meta["hidden_size"],
+                         feature_size=features, final_slots=final_slots(settings, args.num_steps),
+                         **policy_layout(meta))
             for spec in specs if spec["type"] != "queue"]

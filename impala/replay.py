@@ -124,12 +124,10 @@ def annealed_lambda(lambda0: float, alfa: float, progress: float) -> float:
 
 
 def slot_bytes(unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int, feature_size: int,
-               final_slots: int = 1, action_shape: Sequence[int] = (), obs_dtype: torch.dtype = torch.float32,
-               frame_stack: int = 1) -> int:
+               **layout) -> int:
     """Bytes one stored unroll takes: one slot of the unroll layout (measured on a one-slot ``UnrollSlots``, so that
-    a new field counts), and the replay's ``sample_count`` and ``inserted``."""
-    one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots, action_shape,
-                      obs_dtype, frame_stack)
+    a new field counts; ``layout``: its keywords), and the replay's ``sample_count`` and ``inserted``."""
+    one = UnrollSlots(1, unroll_length, obs_shape, num_actions, hidden_size, feature_size, **layout)
     return sum(t.numel() * t.element_size() for t in vars(one).values() if torch.is_tensor(t)) + 2 * 8
 
 
@@ -155,22 +153,18 @@ def available_memory() -> int | None:
 def check_run_memory(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> None:
     """Refuse, before anything is allocated, a run whose replays would not fit in memory (they need the
     observation's shape, so this runs once the environment is known)."""
-    layout = policy_layout(meta)
     check_replay_memory(replay_specs(args.replay_parameters, args.batch_size), args.num_steps, meta["obs_shape"],
-                        layout["num_actions"], meta["hidden_size"], feature_size(meta),
-                        final_slots(settings, args.num_steps), layout["action_shape"], layout["obs_dtype"],
-                        layout["frame_stack"])
+                        hidden_size=meta["hidden_size"], feature_size=feature_size(meta),
+                        final_slots=final_slots(settings, args.num_steps), **policy_layout(meta))
 
 
 def check_replay_memory(specs: list[dict], unroll_length: int, obs_shape: Sequence[int], num_actions: int,
-                        hidden_size: int, feature_size: int, final_slots: int = 1,
-                        action_shape: Sequence[int] = (), obs_dtype: torch.dtype = torch.float32,
-                        frame_stack: int = 1) -> None:
+                        hidden_size: int, feature_size: int, **layout) -> None:
     """ValueError when the replays would not fit in memory (estimated from the observation shape and unroll
-    length; ``final_slots``: ``runtime.defaults.final_slots``), before anything is allocated."""
+    length; ``layout``: ``UnrollSlots``' keywords, ``final_slots`` from ``runtime.defaults.final_slots``), before
+    anything is allocated."""
     needed = sum(spec["capacity"] * slot_bytes(unroll_length, obs_shape, num_actions, hidden_size,
-                                               feature_size if needs_features(spec) else 0, final_slots,
-                                               action_shape, obs_dtype, frame_stack)
+                                               feature_size if needs_features(spec) else 0, **layout)
                  for spec in specs if spec["type"] != "queue")
     free = available_memory()
     if free is not None and needed > 0.9 * free:
@@ -192,12 +186,11 @@ class ReplayBuffer(UnrollSlots):
     set, and that slot is never sampled until the next learner has written it again (first)."""
 
     def __init__(self, spec: dict, unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int,
-                 feature_size: int, final_slots: int = 1, action_shape: Sequence[int] = (),
-                 obs_dtype: torch.dtype = torch.float32, frame_stack: int = 1) -> None:
+                 feature_size: int, **layout) -> None:
+        """``layout``: ``UnrollSlots``' keywords (``final_slots`` and ``policy_layout``'s)."""
         C = spec["capacity"]
         super().__init__(C, unroll_length, obs_shape, num_actions, hidden_size,
-                         feature_size if needs_features(spec) else 0, final_slots, action_shape, obs_dtype,
-                         frame_stack)
+                         feature_size if needs_features(spec) else 0, **layout)
         self.spec = spec
         self.sample_count = torch.zeros(C, dtype=torch.int64)
         self.inserted = torch.zeros(C, dtype=torch.int64)

@@ -63,10 +63,9 @@ class UnrollStore(UnrollSlots):
     per_actor)`` belong to actor ``rank``."""
 
     def __init__(self, slots: int, per_actor: int, unroll_length: int, obs_shape: Sequence[int], num_actions: int,
-                 hidden_size: int, feature_size: int = 0, final_slots: int = 1, action_shape: Sequence[int] = (),
-                 obs_dtype: torch.dtype = torch.float32, frame_stack: int = 1) -> None:
-        super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size, final_slots,
-                         action_shape, obs_dtype, frame_stack)
+                 hidden_size: int, feature_size: int = 0, **layout) -> None:
+        """``layout``: ``UnrollSlots``' keywords (``final_slots`` and ``policy_layout``'s)."""
+        super().__init__(slots, unroll_length, obs_shape, num_actions, hidden_size, feature_size, **layout)
         self.per_actor = per_actor
         self.version = torch.zeros(slots, dtype=torch.int64)
         self.stamp = torch.zeros(slots, dtype=torch.float64)
@@ -219,9 +218,9 @@ def impala_roles(ctx: BaseContext, run: RunContext) -> dict[str, tuple[Callable,
     per_actor = slots_per_actor(args)
     features = unroll_features(args, meta)
     layout = policy_layout(meta)
-    store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"], layout["num_actions"],
-                        meta["hidden_size"], features, final_slots(settings, args.num_steps), layout["action_shape"],
-                        layout["obs_dtype"], layout["frame_stack"])
+    store = UnrollStore(per_actor * args.workers, per_actor, args.num_steps, meta["obs_shape"],
+                        hidden_size=meta["hidden_size"], feature_size=features,
+                        final_slots=final_slots(settings, args.num_steps), **layout)
     replays = replays_for(args, settings, meta)
     weights = SharedWeights(ctx, run.shared_model)
     server = None

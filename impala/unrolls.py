@@ -57,11 +57,11 @@ class UnrollSlots:
     """``slots`` unrolls of ``unroll_length`` steps in the layout above, allocated once (``share_memory`` to share)."""
 
     def __init__(self, slots: int, unroll_length: int, obs_shape: Sequence[int], num_actions: int, hidden_size: int,
-                 feature_size: int = 0, final_slots: int = 1, action_shape: Sequence[int] = (),
+                 feature_size: int = 0, *, final_slots: int = 1, action_shape: Sequence[int] = (),
                  obs_dtype: torch.dtype = torch.float32, frame_stack: int = 1) -> None:
         """``num_actions``: the width ``P`` of the policy's parameters; ``action_shape``: one action's, ``()`` for
         an integer; ``obs_dtype``: uint8 for frames; ``frame_stack``: k > 1 where the observations are stacks of k
-        frames, each stored once (``policy_layout`` gives all four for a network)."""
+        frames, each stored once (``policy_layout(meta)`` gives all four for a network, as keywords)."""
         T = unroll_length
         self.frame_stack = frame_stack
         if frame_stack > 1:
@@ -123,7 +123,7 @@ def stacked_frames(meta: dict) -> int:
 def policy_layout(meta: dict) -> dict:
     """What the unroll layout takes from the network ``meta`` describes: ``num_actions`` (the policy parameters'
     width), ``action_shape``, ``obs_dtype`` (``model.obs_dtype``) and ``frame_stack`` (``stacked_frames``), as
-    keywords for ``UnrollSlots``."""
+    keywords for ``UnrollSlots`` and its subclasses (``UnrollSlots(n, T, obs_shape, **policy_layout(meta), ...)``)."""
     policy = policy_for(meta)
     return {"num_actions": policy.params, "action_shape": policy.action_shape, "obs_dtype": obs_dtype(meta),
             "frame_stack": stacked_frames(meta)}

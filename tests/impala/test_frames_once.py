@@ -58,8 +58,8 @@ def test_real_games_stacks_come_back_exactly_through_a_replay():
     meta = model_meta("nature", [4, 84, 84], 4, 0, uint8=True)
     layout = policy_layout(meta)
     assert layout["frame_stack"] == 4
-    replay = ReplayBuffer({"type": "standard", "capacity": 4, "count": 4}, T, meta["obs_shape"], 4, 0, 0, 1, (),
-                          layout["obs_dtype"], layout["frame_stack"])
+    replay = ReplayBuffer({"type": "standard", "capacity": 4, "count": 4}, T, meta["obs_shape"], hidden_size=0,
+                          feature_size=0, **layout)
     assert replay.obs.shape == (4, T + 4, 84, 84)
     for j in range(4):
         replay.store(j, {"obs": torch.from_numpy(obs[:, j]), "actions": torch.zeros(T, dtype=torch.int64),
@@ -74,7 +74,6 @@ def test_real_games_stacks_come_back_exactly_through_a_replay():
 def test_a_thousand_pong_unrolls_fit_in_a_fifth_of_a_gigabyte():
     """A replay of 1,000 Pong unrolls (T = 20, Nature network, 6 actions): frames as bytes, each stored once."""
     meta = model_meta("nature", [4, 84, 84], 6, 0, uint8=True)
-    layout = policy_layout(meta)
-    once = slot_bytes(20, meta["obs_shape"], 6, 0, 0, 1, (), layout["obs_dtype"], layout["frame_stack"])
+    once = slot_bytes(20, meta["obs_shape"], hidden_size=0, feature_size=0, **policy_layout(meta))
     whole = slot_bytes(20, meta["obs_shape"], 6, 0, 0)  # float32 stacks, as --frame-norm running stores them
     assert 1000 * once <= 0.2e9 < 2.4e9 <= 1000 * whole

@@ -140,7 +140,7 @@ def cut_unroll(T=8, limit=3, envs=2, gamma=0.9):
     torch.nn.init.constant_(actor_model.critic_linear.bias, 7.0)
     policy = LocalPolicy(actor_model, SharedWeights(torch.multiprocessing.get_context("spawn"), actor_model))
     unroll, _, _ = Acting(args, settings, meta, policy, 0, 0, False).unroll()
-    store = UnrollStore(envs, envs, T, [4], 2, 8, 0, final_slots(settings, T))
+    store = UnrollStore(envs, envs, T, [4], 2, 8, 0, final_slots=final_slots(settings, T))
     store.write(store.claim(0, envs), unroll)
     return store.take(list(range(envs))), settings, meta
 
@@ -215,7 +215,7 @@ def test_the_learner_bootstraps_a_cut_episode_from_its_own_value_of_the_stored_o
     got = vtrace_targets(batch, logits.detach(), values.detach(), cut, 0.9).vs
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     # replayed later, by a learner whose weights moved on: the cut steps bootstrap from its values now
-    replay = ReplayBuffer({"type": "standard", "capacity": 2, "count": 2}, 8, [4], 2, 8, 0, 3)
+    replay = ReplayBuffer({"type": "standard", "capacity": 2, "count": 2}, 8, [4], 2, 8, 0, final_slots=3)
     for j in range(2):
         replay.put(j, column(batch, j), 1)
     torch.nn.init.constant_(learner_model.critic_linear.bias, -3.0)

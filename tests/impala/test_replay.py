@@ -269,7 +269,7 @@ def test_frames_are_stored_as_bytes():
     meta = model_meta("nature", [4, 84, 84], 6, 0, uint8=True)
     layout = policy_layout(meta)
     assert layout["obs_dtype"] == torch.uint8
-    buffer = ReplayBuffer(spec(capacity=2), 20, meta["obs_shape"], 6, 0, 0, 1, (), layout["obs_dtype"])
+    buffer = ReplayBuffer(spec(capacity=2), 20, meta["obs_shape"], 6, 0, 0, obs_dtype=layout["obs_dtype"])
     assert buffer.obs.dtype == buffer.final_obs.dtype == torch.uint8
     frames = 22 * 4 * 84 * 84  # T + 1 observations and one final one
     as_bytes = slot_bytes(20, [4, 84, 84], 6, 0, 0, obs_dtype=torch.uint8)
