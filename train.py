@@ -25,7 +25,7 @@ from core.faults import injected_fault
 from core.hardware import device_for
 from core.returns import gae_advantages, nstep_returns
 from core.timing import PhaseClock
-from envs.rollout_envs import RolloutEnvs
+from envs.rollout_envs import RolloutEnvs, training_rewards
 from model import Replica, build_model, fast_layout
 from runtime.context import RunContext
 from runtime.evaluator import evaluator_role
@@ -146,7 +146,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
     batch = args.envs_per_worker
     batched = args.train_forward == "batched"
 
-    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, clip_rewards=args.reward_clipping == "abs_one")
+    envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, **training_rewards(args))
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     model.train()
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)

@@ -1,5 +1,6 @@
 """A batch of environments stepped together, for A3G's workers and IMPALA's actors alike."""
 
+import argparse
 import time
 
 import gymnasium as gym
@@ -8,13 +9,27 @@ import numpy as np
 from envs.environment import EnvSettings, is_atari, make_env
 
 
+def training_rewards(args: argparse.Namespace) -> dict:
+    """``RolloutEnvs``' keywords for ``--reward-clipping``: ``abs_one`` clips, ``normalize`` scales by the running
+    standard deviation of the discounted return (with ``--gamma``)."""
+    return {"clip_rewards": args.reward_clipping == "abs_one",
+            "normalize_gamma": args.gamma if args.reward_clipping == "normalize" else None}
+
+
 class RolloutEnvs:
     """A worker's environments, stepped together; observations are written into rows of a caller's ``[B, ...]``
-    array (a row of the rollout buffer), so stepping allocates nothing."""
+    array (a row of the rollout buffer), so stepping allocates nothing.
+
+    The rewards it returns are for learning: clipped to [-1, 1] (``clip_rewards``), or divided by a running
+    standard deviation of each environment's discounted return (``normalize_gamma``: gymnasium's
+    ``NormalizeReward``, SB3's ``VecNormalize(norm_reward=True)``; its statistics are this process's, begun afresh
+    with it), or as the game gives them. Finished games (``take_finished``) keep the game's own points."""
 
     def __init__(self, settings: EnvSettings | None, count: int, seed: int, clip_rewards: bool,
-                 envs: list[gym.Env] | None = None):
+                 envs: list[gym.Env] | None = None, normalize_gamma: float | None = None):
         self.envs = envs if envs is not None else [make_env(settings, train=True) for _ in range(count)]
+        if normalize_gamma is not None:  # outside RecordEpisodeStatistics: games are scored in the game's points
+            self.envs = [gym.wrappers.NormalizeReward(env, gamma=normalize_gamma) for env in self.envs]
         self.clip_rewards = clip_rewards
         self.atari = settings is not None and is_atari(settings.env_id)
         self.first_obs = np.stack([env.reset(seed=seed + 10007 * j)[0] for j, env in enumerate(self.envs)])

@@ -9,7 +9,7 @@ import torch
 from core.policy import policy_for
 from core.timing import PhaseClock
 from envs.environment import EnvSettings
-from envs.rollout_envs import RolloutEnvs
+from envs.rollout_envs import RolloutEnvs, training_rewards
 from impala.boundary import WeightSource
 from impala.inference import InferenceClient, LocalPolicy
 from model import build_model, fast_layout
@@ -31,8 +31,7 @@ class Acting:
                  policy: LocalPolicy | InferenceClient, rank: int, feature_size: int, bf16: bool) -> None:
         batch, T = args.envs_per_worker, args.num_steps
         self.clock = PhaseClock()  # where this actor's time goes (core/timing.py)
-        self.envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch,
-                                clip_rewards=args.reward_clipping == "abs_one")
+        self.envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, **training_rewards(args))
         self.policy, self.T = policy, T
         self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
         obs_shape, obs_dtype = self.envs.first_obs.shape[1:], torch.from_numpy(self.envs.first_obs).dtype  # uint8 frames
@@ -54,7 +53,7 @@ class Acting:
         """One unroll of every environment, time-major: ``{"obs": [T + 1, B, ...], "actions", "rewards", "dones",
         "truncated", "values": [T, B], "final_obs": [K, B, ...], "logits": [T, B, P], "features": [T, B, F], "hx",
         "cx": [B, H]}`` (the state before ``obs[0]``), then the weights' version that acted and the games finished.
-        Rewards are the environment's (clipped with ``--reward-clipping``): a cut's bootstrap is the learner's to
+        Rewards are the environment's (clipped or normalised with ``--reward-clipping``): a cut's bootstrap is the learner's to
         add. The tensors are this object's buffers: the next call overwrites them."""
         policy, envs, obs, obs_np = self.policy, self.envs, self.obs, self.obs_np
         with_features = self.features.shape[-1] > 0

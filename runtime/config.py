@@ -100,9 +100,10 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-evc", "--env-config", default=ATARI_CONFIG, help="per-game crop settings (JSON; default: envs/atari.json)")
     add("--skip-rate", type=int, default=4, help="emulator frames per agent step: Atari (the emulator's own for v5 ids) and retro games")
     add("-mel", "--max-episode-length", type=int, default=10000, help="cut episodes after this many agent steps")
-    add("--reward-clipping", default=AUTO, choices=[AUTO, "abs_one", "none"],
-        help="training rewards clipped to [-1, 1] (abs_one) or not (none); the evaluator always scores raw "
-             "rewards; auto: abs_one for Atari and retro games, none for classic control")
+    add("--reward-clipping", default=AUTO, choices=[AUTO, "abs_one", "normalize", "none"],
+        help="training rewards clipped to [-1, 1] (abs_one), divided by a running standard deviation of the "
+             "discounted return (normalize: SB3's VecNormalize) or as they come (none); the evaluator always "
+             "scores raw rewards; auto: abs_one for Atari and retro games, none for classic control")
 
     add = p.add_argument_group('retro games').add_argument
     add("--state", nargs="+", default=None, metavar="STATE",

@@ -124,6 +124,38 @@ def test_reward_clipping(clip, expected):
     assert rewards.tolist() == [expected]
 
 
+def test_normalized_rewards_are_divided_by_the_running_std_of_the_discounted_return():
+    """``--reward-clipping normalize``: each reward over the standard deviation of the discounted returns seen so
+    far, ``R_t = gamma R_(t-1) (1 - terminal_t) + r_t`` (gymnasium's NormalizeReward, recomputed here from that
+    definition), while finished games keep the game's own points."""
+    env = gym.wrappers.RecordEpisodeStatistics(BigRewardEnv(0, 3))  # games of 3 steps of -7.5
+    envs = RolloutEnvs(None, 1, seed=0, clip_rewards=False, envs=[env], normalize_gamma=0.9)
+    returns, got = [], []
+    discounted, terminal = 0.0, False
+    for t in range(7):
+        rewards, dones, _ = envs.step(np.zeros(1, dtype=np.int64), np.zeros((1, 2), dtype=np.float32))
+        terminal = t % 3 == 2
+        discounted = discounted * 0.9 * (1 - terminal) + -7.5
+        returns.append(discounted)
+        assert bool(dones[0]) == terminal
+        got.append((rewards[0], -7.5 / np.sqrt(np.var(returns) + 1e-8)))
+    for reward, want in got[2:]:  # the first steps' variance is gymnasium's prior (1 at count ~0)
+        assert reward == pytest.approx(want, rel=1e-3)
+    assert abs(got[-1][0]) < 7.5 / 2  # scaled, not the raw -7.5
+    assert envs.take_finished() == [(-22.5, 3), (-22.5, 3)]
+
+
+def test_reward_options_follow_the_flag():
+    from argparse import Namespace
+
+    from envs.rollout_envs import training_rewards
+
+    assert training_rewards(Namespace(reward_clipping="normalize", gamma=0.97)) == \
+        {"clip_rewards": False, "normalize_gamma": 0.97}
+    assert training_rewards(Namespace(reward_clipping="abs_one", gamma=0.97)) == \
+        {"clip_rewards": True, "normalize_gamma": None}
+
+
 def test_lstm_state_is_reset_only_for_the_env_whose_episode_ended():
     envs = make_envs([2, 3, None])  # env 0 ends after its 2nd step, env 1 after its 3rd, env 2 never
     model = lstm()
