@@ -114,18 +114,20 @@ def cloning_losses(batch: dict[str, torch.Tensor], logits: torch.Tensor, values:
 
 
 def current_view(model: torch.nn.Module, part: dict[str, torch.Tensor], device: torch.device | str,
-                 dist_function: str) -> tuple[torch.Tensor, torch.Tensor]:
+                 dist_function: str, bf16: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """What the current network makes of stored unrolls, ``[k, T, X]``: its logits for ``kl_div``, else the
-    features its heads read; and the same for the state each unroll ends in, ``[k, X]`` (attentive sampling)."""
+    features its heads read; and the same for the state each unroll ends in, ``[k, X]`` (attentive sampling).
+    With ``bf16`` under bfloat16 autocast, the precision the actors stored theirs in."""
     state = (part["hx"].to(device), part["cx"].to(device))
-    _, logits, _, features = model.unroll(part["obs"].to(device), state, part["dones"].to(device),
-                                          with_features=True)
+    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
+        _, logits, _, features = model.unroll(part["obs"].to(device), state, part["dones"].to(device),
+                                              with_features=True)
     seen = (logits if dist_function == "kl_div" else features).float().cpu()
     return seen[:-1].transpose(0, 1), seen[-1]
 
 
 def replay_scores(replay: ReplayBuffer, model: torch.nn.Module, device: torch.device | str,
-                  fresh: dict[str, torch.Tensor]) -> tuple[Score | None, Score | None]:
+                  fresh: dict[str, torch.Tensor], bf16: bool = False) -> tuple[Score | None, Score | None]:
     """The scoring functions (slots -> distances, smaller = closer) a replay's strategies rank by, or None:
     ``elite`` compares what the current network makes of a stored unroll with what the acting network made of it
     (its logits or features, stored at acting time); ``attentive`` compares it with where the agent is now, the
@@ -139,14 +141,14 @@ def replay_scores(replay: ReplayBuffer, model: torch.nn.Module, device: torch.de
     @torch.no_grad()
     def elite(slots):
         part = replay.take(slots)
-        current, _ = current_view(model, part, device, name)
+        current, _ = current_view(model, part, device, name, bf16)
         return distance(name, current, part[stored_key].transpose(0, 1), p, model.policy)
 
     @torch.no_grad()
     def attentive(slots):
         _, now = current_view(model, {k: v[:, -1:] if k not in ("hx", "cx") else v[-1:] for k, v in fresh.items()},
-                              device, name)
-        current, _ = current_view(model, replay.take(slots), device, name)
+                              device, name, bf16)
+        current, _ = current_view(model, replay.take(slots), device, name, bf16)
         return distance(name, current, now.unsqueeze(1), p, model.policy)
 
     sample = attentive if spec["sample_strategy"] == "attentive_sampling" else elite
@@ -166,13 +168,13 @@ def run_progress(args: argparse.Namespace, state: RunState) -> float:
 
 
 def build_batch(fresh: dict[str, torch.Tensor], replays: Sequence[ReplayBuffer], generator: torch.Generator,
-                progress: float, model: torch.nn.Module,
-                device: torch.device | str) -> tuple[dict[str, torch.Tensor], list[Score | None]]:
+                progress: float, model: torch.nn.Module, device: torch.device | str,
+                bf16: bool = False) -> tuple[dict[str, torch.Tensor], list[Score | None]]:
     """The learner's batch: the ``fresh`` unrolls, then each ready replay's ``count`` samples. Returns (batch, the
-    replays' insertion scores)."""
+    replays' insertion scores; ``bf16``: theirs and the samples' scoring forwards in bfloat16, as ``--bf16``)."""
     parts, insert_scores = [fresh], []
     for replay in replays:
-        sample_score, elite_score = replay_scores(replay, model, device, fresh)
+        sample_score, elite_score = replay_scores(replay, model, device, fresh, bf16)
         insert_scores.append(elite_score)
         if replay.ready():
             parts.append(replay.take(replay.sample(generator, progress, sample_score)))
@@ -218,7 +220,7 @@ class LearnerStep:
             self.replica.pull()
         with clock.phase("batch"):
             batch, insert_scores = build_batch(fresh, self.replays, self.generator,
-                                               run_progress(args, state), self.model, device)
+                                               run_progress(args, state), self.model, device, args.bf16)
             batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
         learn_started = time.perf_counter()
         logits, values, cut = learner_forward(self.model, batch, device, args.bf16)

@@ -14,9 +14,10 @@ In one run and one process tree it measures
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
 straightforward one-env-per-worker loop). A configuration is
-``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay][:running|:scale]`` (``impala``: IMPALA's
-actors and learner instead of A3G's workers, with the same number of processes stepping environments; ``server``:
-with ``--inference server``; ``replay``: IMPALA with ``REPLAY``, half of each batch fresh and half replayed;
+``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite][:running|:scale]`` (``impala``:
+IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping environments;
+``server``: with ``--inference server``; ``replay``: IMPALA with ``REPLAYS["replay"]``, half of each batch fresh and
+half replayed uniformly; ``elite``: the same with elite sampling, strategy 3, lambda 6 (not annealed in a bench run);
 ``batched``: A3G's ``--train-forward batched``; ``running``/``scale``: that ``--frame-norm`` instead of the default,
 frame; the emulator ceiling is always the default pipeline's, uint8 frames).
 """
@@ -53,8 +54,13 @@ from runtime.supervisor import Supervisor
 from shared_optim import optimizer_for
 from train import a3g_roles
 
-# the ``:replay`` token's --replay-parameters: configuration B of the replay comparison (docs/replay_comparison.sh)
-REPLAY = '[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "standard", "capacity": 1000, "sample_ratio": 0.5}]'
+# the ``:replay`` and ``:elite`` tokens' --replay-parameters: configurations B and D of the replay comparison
+# (docs/replay_comparison.sh)
+QUEUE = '{"type": "queue", "capacity": 1, "sample_ratio": 0.5}'
+REPLAYS = {"replay": f'[{QUEUE}, {{"type": "standard", "capacity": 1000, "sample_ratio": 0.5}}]',
+           "elite": f'[{QUEUE}, {{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", '
+                    '"sample_strategy": "elite_sampling", "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0, '
+                    '"elite_sampling_strategy": "strategy3"}]'}
 STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16", "nature:8:impala",
             "nature:8:bf16:impala"]
 
@@ -66,7 +72,7 @@ def parse_config(text: str) -> dict:
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
             "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
             "train_forward": "batched" if "batched" in parts[2:] else "stepped",
-            "inference": "server" if "server" in parts[2:] else "local", "replay": "replay" in parts[2:],
+            "inference": "server" if "server" in parts[2:] else "local", "replay": next((kind for kind in REPLAYS if kind in parts[2:]), None),
             "frame_norm": next((norm for norm in ("running", "scale") if norm in parts[2:]), "frame")}
 
 
@@ -167,7 +173,7 @@ def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
             str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--frame-norm", config["frame_norm"]]
     if config["algo"] == "impala":  # each algorithm takes only its own flags
-        argv += ["--inference", config["inference"]] + (["--replay-parameters", REPLAY] if config.get("replay") else [])
+        argv += ["--inference", config["inference"]] + (["--replay-parameters", REPLAYS[config["replay"]]] if config.get("replay") else [])
     else:
         argv += ["--train-forward", config["train_forward"]]
     args, settings, meta, _, _ = validate(argv)
@@ -208,7 +214,7 @@ def main() -> int:
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--configs", nargs="+", default=STANDARD,
-                   help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay][:running|:scale] ...")
+                   help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite][:running|:scale] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")

@@ -99,6 +99,12 @@ def test_elite_score_uses_the_current_network_against_stored_features():
     assert scores[0] < 1e-5 and scores[1] < 1e-5 and scores[3] < scores[2]
     assert torch.isclose(scores[2], torch.tensor(1.0 * (T * 8) ** 0.5), atol=1e-4)
     assert sorted(replay.sample(g, 0.0, sample_score).tolist()) == [0, 1]  # the two reproduced best
+    # with --bf16 the current view is taken in bfloat16, as the actors stored theirs: the same ranking here
+    _, elite_bf16 = replay_scores(replay, model, "cpu", batch, bf16=True)
+    in_bf16 = elite_bf16(torch.arange(4))
+    assert not torch.equal(in_bf16, scores)  # taken in bfloat16
+    assert in_bf16[3] < in_bf16[2] and max(in_bf16[0], in_bf16[1]) < in_bf16[3]
+    assert torch.isclose(in_bf16[2], scores[2], rtol=0.05)
 
 
 def test_loss_with_the_mask():

@@ -58,3 +58,18 @@ def test_configuration_names():
     assert parse_config("nature:8")["frame_norm"] == "frame"  # the default
     assert parse_config("nature:8:bf16:running")["frame_norm"] == "running"
     assert parse_config("nature:8:impala:scale")["frame_norm"] == "scale"
+    assert parse_config("nature:8:impala")["replay"] is None
+
+
+@pytest.mark.parametrize("token, kind", [("replay", "standard"), ("elite", "custom")])
+def test_replay_tokens_name_valid_replay_parameters(token, kind):
+    """``:replay`` and ``:elite`` run IMPALA with the replay comparison's configurations B and D, parameters that
+    main.py's own parser accepts."""
+    from runtime.replay_spec import replay_specs
+    from tools.bench import REPLAYS, parse_config
+
+    assert parse_config(f"nature:8:bf16:impala:{token}")["replay"] == token
+    specs = replay_specs(REPLAYS[token], 8)
+    assert [spec["type"] for spec in specs] == ["queue", kind]
+    if token == "elite":
+        assert specs[1]["sample_strategy"] == "elite_sampling" and specs[1]["elite_sampling_strategy"] == "strategy3"
