@@ -64,7 +64,11 @@ def load_game(folder: str, game: str) -> dict:
                 for budget, got in got_to.items()}
     reached = {budget: len(got) for budget, got in got_to.items()}
     timed = [r for r in runs if r["frames"] and r["seconds"]]
-    defaults = load_json(os.path.join(dirs[0], "args.json")).get("defaults") if dirs else None
+    saved = load_json(os.path.join(dirs[0], "args.json")) if dirs else {}
+    defaults = saved.get("defaults")
+    if defaults and "--max-grad-norm" not in defaults and saved.get("max_grad_norm") is not None:
+        # runs from before --max-grad-norm was an auto default (40 for Atari) did not clip unless told
+        defaults += f"; --max-grad-norm {saved['max_grad_norm']:g}"
     return {"game": game, "runs": runs, "at": at, "training": training, "reached": reached, "commit": meta.get("commit"),
             "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
             "seconds": statistics.median([r["seconds"] for r in timed]) if timed else None,

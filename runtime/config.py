@@ -127,7 +127,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
     add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
         help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
-    add("--max-grad-norm", "--grad-norm-clipping", type=float, default=0.0, help="clip the gradient norm per update (0 = off)")
+    add("--max-grad-norm", "--grad-norm-clipping", type=auto_or(float), default=AUTO,
+        help="clip the gradient norm per update (0 = off); auto: 40 for Atari, off for the other families")
     add("--max-nonfinite", type=int, default=100,
         help="non-finite updates in a row (each skipped) after which the run stops as diverged")
     add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")

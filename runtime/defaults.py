@@ -13,7 +13,10 @@ Retro games are Atari's recipe with one environment per worker: stable-retro run
 (BENCHMARKS.md, "Retro games: one emulator per process").
 
 ``--reward-clipping`` is ``abs_one`` for Atari and retro games (rl_a3c_pytorch's and TorchBeast's), ``none`` for
-classic control.
+classic control. ``--max-grad-norm`` is 40 for Atari (TorchBeast's ``--grad_norm_clipping``): on Breakout, without
+it, updates with gradient norms 10-80 times the median were followed by collapses of the policy, and clipping at
+40 did not slow Pong or Breakout (BENCHMARKS.md, "Gradient clipping at 40 as Atari's default"); off for the other
+families (not measured on retro games; Pendulum learned worse clipped at 0.5).
 The auto flags that only one algorithm reads (IMPALA's ``--inference`` and ``--batch-size``, A3G's
 ``--train-forward``) are None in the other's runs.
 IMPALA's ``--inference`` is ``local`` on a CPU (measured faster there) and ``server`` with GPUs (one model on the
@@ -82,6 +85,7 @@ def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
     pick("value_coef", 0.5 if frames else 0.1)
     train_forward = "batched" if on_gpu or model not in RECURRENT_MODELS else "stepped"
     pick("reward_clipping", "abs_one" if frames else "none")
+    pick("max_grad_norm", 40.0 if family == "atari" else 0.0)
     if args.algo == "impala":
         pick("inference", "server" if on_gpu and args.backend == "shm" else "local")  # ray: each actor its own copy
         # 8 unrolls, or two of each environment where there are fewer; with --num-buffers, what its slots can fill

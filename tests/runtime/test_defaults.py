@@ -11,7 +11,7 @@ from runtime.defaults import AUTO, batch_capacity, describe, resolve_defaults, s
 
 def auto_args(**given):
     names = ["model", "envs_per_worker", "bf16", "lr", "hidden_size", "value_coef", "eps", "train_forward",
-             "reward_clipping", "obs_norm"]
+             "reward_clipping", "obs_norm", "max_grad_norm"]
     return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), algo=given.pop("algo", "a3g"),
                               workers=given.pop("workers", 2), num_buffers=given.pop("num_buffers", None),
                               backend=given.pop("backend", "shm"),
@@ -20,7 +20,7 @@ def auto_args(**given):
 
 @pytest.mark.parametrize("family,gpu,bf16,expected", [
     ("atari", False, True, {"model": "nature", "envs_per_worker": 8, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
-                            "train_forward": "batched", "reward_clipping": "abs_one"}),
+                            "train_forward": "batched", "reward_clipping": "abs_one", "max_grad_norm": 40.0}),
     ("atari", False, False, {"model": "nature", "envs_per_worker": 8, "bf16": False, "lr": 3e-4}),
     ("atari", True, True, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4, "hidden_size": 512,
                            "train_forward": "batched"}),
@@ -28,10 +28,10 @@ def auto_args(**given):
                               "hidden_size": 64, "value_coef": 0.1, "reward_clipping": "none",
                               "train_forward": "batched"}),
     ("retro", False, True, {"model": "nature", "envs_per_worker": 1, "bf16": True, "lr": 3e-4, "value_coef": 0.5,
-                            "reward_clipping": "abs_one"}),
+                            "reward_clipping": "abs_one", "max_grad_norm": 0.0}),
     ("retro", True, False, {"model": "a3clstm", "envs_per_worker": 1, "bf16": False, "lr": 1e-4}),
     ("continuous", False, True, {"model": "mlp", "envs_per_worker": 4, "bf16": False, "lr": 2e-3, "obs_norm": True,
-                                 "reward_clipping": "none"}),
+                                 "reward_clipping": "none", "max_grad_norm": 0.0}),
 ])
 def test_family_and_machine_defaults(family, gpu, bf16, expected):
     args = auto_args()
@@ -42,7 +42,7 @@ def test_family_and_machine_defaults(family, gpu, bf16, expected):
     assert args.eps == 1e-3
     names = {"atari": "Atari", "classic": "classic control", "retro": "retro games",
              "continuous": "continuous control"}
-    assert len(picked) == 10 and names[family] in description
+    assert len(picked) == 11 and names[family] in description
     assert args.obs_norm is (family == "continuous")
 
 
@@ -93,7 +93,7 @@ def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
     _, picked = resolve_defaults(args, family="atari", on_gpu=False, native_bf16=True)
     assert (args.model, args.bf16, args.lr, args.envs_per_worker) == ("a3clstm", False, 5e-5, 8)
     assert {flag for flag, _ in picked} == {"--envs-per-worker", "--hidden-size", "--value-coef", "--eps",
-                                            "--train-forward", "--reward-clipping", "--obs-norm"}
+                                            "--train-forward", "--reward-clipping", "--obs-norm", "--max-grad-norm"}
     args = auto_args(model="a3clstm")
     resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
     assert args.lr == 1e-4  # rl_a3c_pytorch's rate for its network

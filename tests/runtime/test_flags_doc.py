@@ -97,8 +97,9 @@ def test_the_readme_defaults_table_is_what_resolve_defaults_picks(row):
     args = build_parser().parse_args([])
     for native_bf16 in (True, False):
         resolve_defaults(args := build_parser().parse_args([]), family, on_gpu, native_bf16)
-        model, envs, lr, bf16, hidden, value_coef = (c.strip("`") for c in cells)
+        model, envs, lr, bf16, hidden, value_coef, max_grad_norm = (c.strip("`") for c in cells)
         assert (args.model, args.envs_per_worker, args.value_coef) == (model, int(envs), float(value_coef))
+        assert args.max_grad_norm == float(max_grad_norm.removesuffix(" (off)"))
         assert args.lr == float(lr)
         if hidden != "(unused)":
             assert args.hidden_size == int(hidden)
