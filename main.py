@@ -157,7 +157,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
             "best_return": float(state.best_return.value),
             "best_mean_return": float(state.best_mean_return.value),
             "seconds": start_seconds + clock(),
-            "args": {k: v for k, v in vars(args).items() if k not in ("frames_per_step", "defaults")},
+            "args": {k: v for k, v in vars(args).items() if k != "frames_per_step"},  # "defaults": what it picked
         })
 
     device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})

@@ -519,7 +519,9 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     import_packages(args.gym_packages)
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
-    args.defaults = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
+    picked_now = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
+    # a resumed run keeps the defaults its first start picked (its saved flags leave nothing auto to pick now)
+    args.defaults = picked_now or ((resumed or {}).get("args") or {}).get("defaults", "")
     check_args(args)
     check_flags_read(args, given)
     check_impala_optimizer(args, given)

@@ -164,11 +164,11 @@ def test_the_shipped_pong_model_still_wins_on_the_frames_it_was_trained_on(tmp_p
 
 def test_the_shipped_breakout_model_plays_far_above_random(tmp_path):
     """trained_models/BreakoutNoFrameskip-v4.pt (uint8 frames standardised in the network, bfloat16 weights) plays
-    a greedy game far above a random policy's 1.7 points (README: 85.27 +- 37.19 over 30 games, the worst 49)."""
+    a greedy game far above a random policy's 1.7 points (README: 319.40 +- 38.52 over 30 games, the worst 272)."""
     result = run_eval("--env", "BreakoutNoFrameskip-v4", "-ne", 1, "--log-dir", tmp_path, "--json",
                       tmp_path / "s.json", timeout=300)
     assert result.returncode == 0, result.stderr
-    assert json.loads((tmp_path / "s.json").read_text())["episodes"][0]["return"] >= 20
+    assert json.loads((tmp_path / "s.json").read_text())["episodes"][0]["return"] >= 100
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -229,6 +229,17 @@ def test_a_run_saved_before_the_crops_moved_resumes_with_them(cartpole_run, tmp_
     assert args.env_config == str(own)
 
 
+def test_a_resumed_run_keeps_the_defaults_its_first_start_picked(cartpole_run, tmp_path):
+    """args.json's "defaults" names what the run's first start picked; a resume has nothing left to pick (its
+    saved flags are values), and keeps that description rather than an empty one."""
+    from runtime import config
+
+    saved = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)["args"]["defaults"]
+    assert saved.startswith("defaults for classic control")
+    args = config.validate(["--resume", str(cartpole_run / "run"), "--run-dir", str(tmp_path / "r")])[0]
+    assert args.defaults == saved
+
+
 def test_a_run_saved_by_a_checkout_since_removed_resumes_with_this_ones_crops(cartpole_run, tmp_path):
     """A run trained from another clone or worktree names that checkout's envs/atari.json; once it is gone, the
     run resumes with this checkout's (the same defaults). A missing crop file of the user's own stays theirs (an Atari
