@@ -9,8 +9,8 @@ page gives: the runs found; the evaluator's running mean at 10M and 20M frames (
 that far: the last game at or before the budget, as ``tools.sweep`` reads it); the mean of the last 100 training games
 at or before 10M and 20M frames (``games.csv``: the workers' sampled policy, as RL Zoo evaluates); the median
 wall-clock and frames/s; the human-normalised score of both medians at 20M frames, ``(score - random) / (human -
-random)`` with Mnih et al. (2015)'s random and human scores; and RL Zoo's A2C and PPO scores (10M agent steps = 40M frames, their
-``benchmark.md``). A game without runs has a row that says so.
+random)`` with Mnih et al. (2015)'s random and human scores; and RL Zoo's A2C and PPO scores (10M agent steps = 40M
+frames, their ``benchmark.md``). A game without runs has a row that says so.
 """
 
 import json
@@ -69,7 +69,8 @@ def load_game(folder: str, game: str) -> dict:
     if defaults and "--max-grad-norm" not in defaults and saved.get("max_grad_norm") is not None:
         # runs from before --max-grad-norm was an auto default (40 for Atari) did not clip unless told
         defaults += f"; --max-grad-norm {saved['max_grad_norm']:g}"
-    return {"game": game, "runs": runs, "at": at, "training": training, "reached": reached, "commit": meta.get("commit"),
+    return {"game": game, "runs": runs, "at": at, "training": training, "reached": reached,
+            "commit": meta.get("commit"),
             "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
             "seconds": statistics.median([r["seconds"] for r in timed]) if timed else None,
             "fps": statistics.median([r["frames"] / r["seconds"] for r in timed]) if timed else None}

@@ -53,8 +53,8 @@ class Acting:
         """One unroll of every environment, time-major: ``{"obs": [T + 1, B, ...], "actions", "rewards", "dones",
         "truncated", "values": [T, B], "final_obs": [K, B, ...], "logits": [T, B, P], "features": [T, B, F], "hx",
         "cx": [B, H]}`` (the state before ``obs[0]``), then the weights' version that acted and the games finished.
-        Rewards are the environment's (clipped or normalised with ``--reward-clipping``): a cut's bootstrap is the learner's to
-        add. The tensors are this object's buffers: the next call overwrites them."""
+        Rewards are the environment's (clipped or normalised with ``--reward-clipping``): a cut's bootstrap is the
+        learner's to add. The tensors are this object's buffers: the next call overwrites them."""
         policy, envs, obs, obs_np = self.policy, self.envs, self.obs, self.obs_np
         with_features = self.features.shape[-1] > 0
         with self.clock.phase("sync"):

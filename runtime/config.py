@@ -521,7 +521,7 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     on_gpu = args.gpu_ids != [-1]
     picked_now = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
     # a resumed run keeps the defaults its first start picked (its saved flags leave nothing auto to pick now)
-    args.defaults = picked_now or ((resumed or {}).get("args") or {}).get("defaults", "")
+    args.defaults = picked_now or ((resumed.get("args") or {}).get("defaults", "") if resumed else "")
     check_args(args)
     check_flags_read(args, given)
     check_impala_optimizer(args, given)

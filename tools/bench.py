@@ -72,7 +72,8 @@ def parse_config(text: str) -> dict:
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
             "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
             "train_forward": "batched" if "batched" in parts[2:] else "stepped",
-            "inference": "server" if "server" in parts[2:] else "local", "replay": next((kind for kind in REPLAYS if kind in parts[2:]), None),
+            "inference": "server" if "server" in parts[2:] else "local",
+            "replay": next((kind for kind in REPLAYS if kind in parts[2:]), None),
             "frame_norm": next((norm for norm in ("running", "scale") if norm in parts[2:]), "frame")}
 
 
@@ -173,7 +174,9 @@ def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
             str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--frame-norm", config["frame_norm"]]
     if config["algo"] == "impala":  # each algorithm takes only its own flags
-        argv += ["--inference", config["inference"]] + (["--replay-parameters", REPLAYS[config["replay"]]] if config.get("replay") else [])
+        argv += ["--inference", config["inference"]]
+        if config.get("replay"):
+            argv += ["--replay-parameters", REPLAYS[config["replay"]]]
     else:
         argv += ["--train-forward", config["train_forward"]]
     args, settings, meta, _, _ = validate(argv)
@@ -214,7 +217,8 @@ def main() -> int:
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--configs", nargs="+", default=STANDARD,
-                   help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite][:running|:scale] ...")
+                   help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite]"
+                        "[:running|:scale] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
