@@ -12,6 +12,9 @@
 #   bash docs/gpu_checks.sh bench           A3G on the GPU against --gpu-ids -1 on the same cores, IMPALA's
 #                                           learner on the GPU with and without replay and with its inference
 #                                           server, in one bench run                                      (~9 min)
+#   bash docs/gpu_checks.sh lease SECONDS   all of it shortened to fit one lease of SECONDS: the GPU tests, CartPole on
+#                                           cuda:0 (at most 100 s), the bench's GPU configurations (15 s each) and the
+#                                           CPU baseline, then Pong with the GPU defaults for the seconds left
 #   bash docs/gpu_checks.sh pong SEED [FLAGS...]
 #                                           Pong to mean 20 (--stop-score 20), at most 9 minutes a run;
 #                                           FLAGS: the fastest configuration the bench found
@@ -55,8 +58,8 @@ case $check in
       --gpu-id 0 --log-dir /tmp/cartpole_gpu/logs 2>&1 | tail -3;;
   bench)
     need_cuda; local_wheels
-    # A3G with 16 workers on one GPU and on the CPU alone (a3clstm:1 is the GPU default); IMPALA's learner on the
-    # GPU without and with replay (half of each batch replayed: on a CPU, where the learner is the bottleneck, that
+    # A3G with 16 workers on one GPU and on the CPU alone (a3clstm:1, rl_a3c_pytorch's recipe, as the baseline);
+    # IMPALA's learner on the GPU without and with replay (half of each batch replayed: on a CPU, where the learner is the bottleneck, that
     # halves the fresh frames/s; on a GPU the question is how much of A's frames/s B keeps) and with the inference
     # server
     python3 -m tools.bench --configs a3clstm:1 a3clstm:8:batched nature:8:batched nature:32:batched nature:8:impala \
@@ -64,6 +67,32 @@ case $check in
       tee "$OUT/bench_gpu.log" | grep -v "^bench: started"
     python3 -m tools.bench --configs nature:8:batched --gpu-ids -1 --seconds 20 --warmup 10 --emulator-seconds 5 \
       --json "$OUT/bench_cpu.json" 2>&1 | tee "$OUT/bench_cpu.log" | tail -4;;
+  lease)
+    need_cuda; local_wheels
+    # its files are more than a lease brings back one by one: they leave as one archive, whatever stops the checks
+    final=$OUT; OUT=/tmp/gpu_checks_lease; mkdir -p "$OUT"
+    trap 'tar czf "$final/gpu_checks_lease.tgz" -C "$OUT" .' EXIT
+    deadline=$(( $(date +%s) + ${1:?"gpu_checks: lease needs its length in seconds"} ))
+    timeout 200 python3 -m pytest -q tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -3
+    timeout 150 python3 main.py --env CartPole-v1 --gpu-ids 0 --workers 4 --stop-score 475 --max-seconds 100 \
+      --no-tensorboard-logger --run-dir /tmp/cartpole_gpu --save-model-dir /tmp/cartpole_gpu/models \
+      --log-dir /tmp/cartpole_gpu/logs > "$OUT/cartpole_gpu.log" 2>&1; tail -3 "$OUT/cartpole_gpu.log"
+    cp /tmp/cartpole_gpu/summary.json "$OUT/cartpole_gpu_summary.json"
+    timeout 60 python3 gym_eval.py --env CartPole-v1 --load-model-dir /tmp/cartpole_gpu/models --num-episodes 10 \
+      --gpu-id 0 --log-dir /tmp/cartpole_gpu/logs 2>&1 | tail -2 | tee -a "$OUT/cartpole_gpu.log"
+    timeout 300 python3 -m tools.bench --configs a3clstm:1 nature:8:batched nature:8:impala nature:8:impala:server \
+      --seconds 15 --warmup 8 --emulator-seconds 4 --json "$OUT/bench_gpu.json" 2>&1 | grep -v "^bench: started" |
+      grep -v "^Time " | tee "$OUT/bench_gpu.log" | tail -8
+    timeout 90 python3 -m tools.bench --configs nature:8:batched --gpu-ids -1 --seconds 15 --warmup 8 \
+      --emulator-seconds 4 --json "$OUT/bench_cpu.json" 2>&1 | grep -v "^bench: started" | grep -v "^Time " |
+      tee "$OUT/bench_cpu.log" | tail -4
+    left=$(( deadline - $(date +%s) - 25 ))
+    if [ "$left" -gt 60 ]; then
+      python3 main.py --seed 1 --stop-score 20 --max-seconds "$left" --no-tensorboard-logger --run-dir /tmp/pong_gpu \
+        --save-model-dir /tmp/pong_gpu/models --log-dir /tmp/pong_gpu/logs > "$OUT/pong_gpu.log" 2>&1
+      tail -4 "$OUT/pong_gpu.log"; cp /tmp/pong_gpu/summary.json "$OUT/pong_gpu_summary.json"
+      cp /tmp/pong_gpu/progress.csv "$OUT/pong_gpu_progress.csv"
+    else echo "gpu_checks: ${left}s left, no Pong run"; fi;;
   pong)
     need_cuda; local_wheels
     seed=${1:?"gpu_checks: pong needs a seed"}; shift
@@ -72,5 +101,6 @@ case $check in
       --save-model-dir "$run/models" --log-dir "$run/logs" 2>&1 | tail -6
     cp "$run/summary.json" "$OUT/pong_s${seed}_summary.json"; cp "$run/progress.csv" "$OUT/pong_s${seed}_progress.csv";;
   *)
-    echo "gpu_checks: usage: bash docs/gpu_checks.sh wheels|smoke|bench|pong SEED [FLAGS...]" >&2; exit 2;;
+    echo "gpu_checks: usage: bash docs/gpu_checks.sh wheels|smoke|bench|lease SECONDS|pong SEED [FLAGS...]" >&2
+    exit 2;;
 esac

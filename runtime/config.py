@@ -137,8 +137,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
 
     add = p.add_argument_group('network').add_argument
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
-        help="network; auto: nature for Atari on a CPU-only machine, a3clstm for Atari with GPUs, mlp for "
-             "vectors; nature and resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
+        help="network; auto: nature for games from frames (on a CPU and with GPUs), mlp for vectors; nature and "
+             "resnet are feed-forward on 4 stacked 84x84 frames, mlp on vectors")
     add("-hs", "--hidden-size", type=auto_or(int), default=AUTO,
         help="LSTM hidden size (a3clstm, mlplstm) or the width of mlp's layers; auto: 512 for a3clstm, 64 for "
              "mlp/mlplstm")
