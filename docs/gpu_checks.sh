@@ -59,9 +59,9 @@ case $check in
   bench)
     need_cuda; local_wheels
     # A3G with 16 workers on one GPU and on the CPU alone (a3clstm:1, rl_a3c_pytorch's recipe, as the baseline);
-    # IMPALA's learner on the GPU without and with replay (half of each batch replayed: on a CPU, where the learner is the bottleneck, that
-    # halves the fresh frames/s; on a GPU the question is how much of A's frames/s B keeps) and with the inference
-    # server
+    # IMPALA's learner on the GPU without and with replay (half of each batch replayed: on a CPU, where the learner
+    # is the bottleneck, that halves the fresh frames/s; on a GPU the question is how much of A's frames/s B keeps)
+    # and with the inference server
     python3 -m tools.bench --configs a3clstm:1 a3clstm:8:batched nature:8:batched nature:32:batched nature:8:impala \
       nature:8:impala:replay nature:8:impala:server --seconds 20 --warmup 10 --emulator-seconds 5 --json "$OUT/bench_gpu.json" 2>&1 |
       tee "$OUT/bench_gpu.log" | grep -v "^bench: started"
