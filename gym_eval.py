@@ -35,6 +35,7 @@ from core.files import atomic_write_text, env_file_name
 from core.hardware import missing_gpus
 from core.logs import file_logger
 from core.play import play_game
+from core.policy import GAUSSIANS
 from envs import retro_env
 from envs.environment import (
     EnvSettings,
@@ -235,7 +236,7 @@ def check_env_fits(env: gym.Env, meta: dict, path: str) -> None:
     """BadInput, before any game, when the environment's observations or actions are not what the model takes."""
     obs_shape = [int(d) for d in env.observation_space.shape]
     policy, actions = policy_kind(env.action_space)
-    wanted = meta.get("policy", "categorical")
+    wanted = "gaussian" if meta.get("policy") in GAUSSIANS else "categorical"  # clipped or squashed: a Box
 
     def described(kind, count):
         return f"{count} actions" if kind == "categorical" else f"{count}-dimensional Box actions"

@@ -1,7 +1,8 @@
 """Actor-critic networks. Every model maps ``(obs [B, ...], (hx, cx))`` to ``(value [B], logits [B, P], (hx, cx))``,
 where ``logits`` are the parameters of the policy's distribution (``core/policy.py``): ``P = A`` logits of a
-categorical over ``A`` actions, or, for a ``d``-dimensional Box (``meta["policy"] == "gaussian"``), ``P = 2d``: the
-means and the log standard deviations of a diagonal Gaussian (``GaussianHead``: a state-independent log-std).
+categorical over ``A`` actions, or, for a ``d``-dimensional Box (``meta["policy"]``: ``"gaussian"``, or
+``"tanh_gaussian"`` when ``tanh`` squashes the actions), ``P = 2d``: the means and the log standard deviations of a
+diagonal Gaussian (``GaussianHead``: a state-independent log-std).
 
 - ``a3clstm``: rl_a3c_pytorch's A3C-LSTM for one 80x80 gray frame: 4 x (conv, 2x2 max-pool, ReLU) -> 1024 features
   -> LSTMCell(hidden) -> actor and critic heads. 3.25M parameters at hidden 512, about 59M multiply-adds a step.
@@ -33,7 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from core.errors import BadInput
-from core.policy import Categorical, DiagGaussian, Policy
+from core.policy import GAUSSIANS, Categorical, DiagGaussian, Policy
 
 
 def normalized_columns_(weight: torch.Tensor, std: float) -> None:
@@ -78,12 +79,14 @@ class GaussianHead(nn.Module):
 
 def actor_head(feature_size: int, num_actions: int, policy: str) -> nn.Linear | GaussianHead:
     """The policy head: logits of a categorical, or a ``GaussianHead`` for ``policy == "gaussian"``."""
-    return GaussianHead(feature_size, num_actions) if policy == "gaussian" else nn.Linear(feature_size, num_actions)
+    return GaussianHead(feature_size, num_actions) if policy in GAUSSIANS else nn.Linear(feature_size, num_actions)
 
 
 def distribution(num_actions: int, policy: str) -> Policy:
     """What the head's output parameterises (``core/policy.py``): every model keeps it as ``model.policy``."""
-    return DiagGaussian(num_actions) if policy == "gaussian" else Categorical(num_actions)
+    if policy in GAUSSIANS:
+        return DiagGaussian(num_actions, squash=policy == "tanh_gaussian")
+    return Categorical(num_actions)
 
 
 class ObsNorm(nn.Module):
@@ -389,7 +392,7 @@ def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_siz
     """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
     ``hidden_size`` is the recurrent state's size: feed-forward networks store 0, whatever the flag says; ``mlp``
     stores the flag as its layers' ``width``. ``num_actions`` is the number of actions, or a Box's dimensions for
-    ``policy="gaussian"``; ``obs_norm`` (vector networks only) adds ``ObsNorm``. Both are stored only where they
+    ``policy="gaussian"`` or ``"tanh_gaussian"``; ``obs_norm`` (vector networks only) adds ``ObsNorm``. Both are stored only where they
     differ from the default, so a file written before them describes the same network; so are ``uint8`` (the
     observations are uint8 frames: ``obs_dtype``) and how the network normalises them (``frame_norm``, ``pixels``),
     which a file written before them never had."""
@@ -415,8 +418,9 @@ def describe_network(meta: dict) -> str:
         text = f"mlp, width {meta['width']}"
     else:
         text = str(meta.get("model"))
-    if meta.get("policy") == "gaussian":
+    if meta.get("policy") in GAUSSIANS:
         text += f", Gaussian policy over {meta['num_actions']} dimension(s)"
+        text += ", squashed by tanh" if meta["policy"] == "tanh_gaussian" else ""
     return text + (", normalised observations" if meta.get("obs_norm") else "")
 
 
@@ -443,8 +447,8 @@ def build_model(meta: dict) -> RecurrentActorCritic | FeedForwardActorCritic:
     """The network that ``meta`` (``model_meta``) describes, freshly initialised; an unknown model is BadInput."""
     if meta.get("model") not in MODELS:
         raise BadInput(f"unknown model {meta.get('model')!r}; known: {', '.join(MODELS)}")
-    if meta.get("policy", "categorical") not in ("categorical", "gaussian"):
-        raise BadInput(f"unknown policy {meta.get('policy')!r}; known: categorical, gaussian")
+    if meta.get("policy", "categorical") not in ("categorical",) + GAUSSIANS:
+        raise BadInput(f"unknown policy {meta.get('policy')!r}; known: categorical, {', '.join(GAUSSIANS)}")
     size = meta["width"] if meta["model"] == "mlp" else meta["hidden_size"]
     extra = {"obs_norm": True} if meta.get("obs_norm") else {}
     if meta.get("frame_norm"):

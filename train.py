@@ -96,7 +96,8 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
                 log_probs.append(policy.log_prob(logits, action))
                 entropies.append(policy.entropy(logits))
 
-            step_rewards, step_dones, finished = envs.step(actions[t].numpy(), observations_np[t + 1])
+            step_rewards, step_dones, finished = envs.step(policy.env_actions(actions[t]).numpy(),
+                                                           observations_np[t + 1])
             games += finished
             rewards[t] = torch.from_numpy(step_rewards)
             dones[t] = torch.from_numpy(step_dones)

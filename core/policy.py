@@ -10,14 +10,20 @@ replays keep them as ``[..., P]``); what they mean is this module's business:
   environment rescales them to the Box's bounds (gymnasium's ``RescaleAction``) and clips what falls outside
   (``ClipAction``). The policy is the unbounded Gaussian and its log-probabilities are those of the sample before
   the clip: the clip is a fixed function the environment applies, like any other part of its dynamics, so the
-  policy gradient and V-trace's importance ratios stay exact (as SB3's A2C and PPO do; a tanh squash would need
-  the change-of-variables term instead).
+  policy gradient and V-trace's importance ratios stay exact (as SB3's A2C and PPO do).
+- ``DiagGaussian(d, squash=True)`` (``--box-actions tanh``): the same Gaussian over ``u``, and the environment
+  takes ``tanh(u)`` (``env_actions``). Rollouts, unrolls and replays keep ``u``, so log-probabilities, importance
+  ratios and KL divergences are the Gaussian's (a change of variables cancels in every ratio, and KL is invariant
+  under it); only the entropy differs: the actions' is ``H(u) + E[log(1 - tanh(u)^2)]``, which a wide Gaussian
+  does not raise (its actions pile up at the bounds), where the clipped Gaussian's entropy grows with its width
+  while its clipped actions do not get more varied.
 
 Each gives, over the last dimension of the parameters: ``sample``, ``greedy`` (the argmax, or the mean),
-``log_prob(params, actions)``, ``entropy``, ``kl(p, q)`` = ``KL(p || q)``, and ``env_action`` (one environment's
-action as the environment takes it). Formulas: the categorical's as usual; the Gaussian's per dimension
+``log_prob(params, actions)``, ``entropy``, ``kl(p, q)`` = ``KL(p || q)``, ``env_actions`` (a batch of actions as
+the environments take them) and ``env_action`` (one environment's). Formulas: the categorical's as usual; the Gaussian's per dimension
 ``log N(a; m, s) = -(a - m)^2 / (2 s^2) - log s - log(2 pi) / 2``, entropy ``log s + (1 + log(2 pi)) / 2`` and
-``KL(N(m1, s1) || N(m2, s2)) = log(s2 / s1) + (s1^2 + (m1 - m2)^2) / (2 s2^2) - 1/2``, summed over dimensions.
+``KL(N(m1, s1) || N(m2, s2)) = log(s2 / s1) + (s1^2 + (m1 - m2)^2) / (2 s2^2) - 1/2``, summed over dimensions;
+the squashed entropy's ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))`` (stable for large ``|u|``).
 """
 
 import math
@@ -27,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 LOG_2PI = math.log(2 * math.pi)
+GAUSSIANS = ("gaussian", "tanh_gaussian")  # model_meta's policy for a Box: clipped or squashed by tanh
 
 
 class Categorical:
@@ -57,6 +64,9 @@ class Categorical:
         log_p, log_q = F.log_softmax(p_logits, -1), F.log_softmax(q_logits, -1)
         return (log_p.exp() * (log_p - log_q)).sum(-1)
 
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        return actions
+
     def env_action(self, action: torch.Tensor | np.ndarray) -> int:
         return int(action)
 
@@ -73,15 +83,16 @@ class Categorical:
 
 
 class DiagGaussian:
-    """Continuous actions in ``[-1, 1]^d`` (before the environment's clip): independent normals, parameters
-    ``[mean (d), log_std (d)]``."""
+    """Continuous actions in ``[-1, 1]^d`` (before the environment's clip; ``squash``: through ``tanh``):
+    independent normals, parameters ``[mean (d), log_std (d)]``."""
 
-    kind = "gaussian"
     action_dtype = torch.float32
+    SQUASH_SAMPLES = 16  # draws per state for the squashed entropy's expectation
 
-    def __init__(self, dim: int):
-        self.dim, self.params = dim, 2 * dim
+    def __init__(self, dim: int, squash: bool = False):
+        self.dim, self.params, self.squash = dim, 2 * dim, squash
         self.action_shape = (dim,)
+        self.kind = "tanh_gaussian" if squash else "gaussian"
 
     def split(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, log_std)``, each ``[..., d]``."""
@@ -100,15 +111,30 @@ class DiagGaussian:
         return (-0.5 * z.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1)
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
-        return (self.split(params)[1] + 0.5 * (1.0 + LOG_2PI)).sum(-1)
+        mean, log_std = self.split(params)
+        entropy = (log_std + 0.5 * (1.0 + LOG_2PI)).sum(-1)
+        if not self.squash:
+            return entropy
+        # E[log(1 - tanh(u)^2)] has no closed form: an average over fixed draws of u = mean + std * noise (a
+        # generator seeded alike every call, so a deterministic function of the parameters whose gradient reaches
+        # both the mean and the log-std)
+        generator = torch.Generator(device=params.device).manual_seed(0)
+        noise = torch.randn((self.SQUASH_SAMPLES,) + tuple(mean.shape), generator=generator, device=mean.device,
+                            dtype=mean.dtype)
+        u = mean + log_std.exp() * noise
+        log_jacobian = 2 * (math.log(2.0) - u - F.softplus(-2 * u))
+        return entropy + log_jacobian.sum(-1).mean(0)
 
     def kl(self, p_params: torch.Tensor, q_params: torch.Tensor) -> torch.Tensor:
         (m1, log_s1), (m2, log_s2) = self.split(p_params), self.split(q_params)
         ratio = torch.exp(2 * (log_s1 - log_s2))
         return (log_s2 - log_s1 + 0.5 * (ratio + (m1 - m2).pow(2) * torch.exp(-2 * log_s2)) - 0.5).sum(-1)
 
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(actions) if self.squash else actions
+
     def env_action(self, action: torch.Tensor | np.ndarray) -> np.ndarray:
-        return np.asarray(action, dtype=np.float32)
+        return np.asarray(self.env_actions(torch.as_tensor(action, dtype=torch.float32)), dtype=np.float32)
 
     def implied_kl(self, mu_params: torch.Tensor, pi_params: torch.Tensor, clip_rho_threshold: float | None,
                    samples: int = 256) -> torch.Tensor:
@@ -138,6 +164,6 @@ def policy_for(meta: dict) -> Policy:
     """The distribution of the network ``meta`` (``model.model_meta``) describes (every model also keeps its own
     as ``model.policy``): a model file written before continuous actions has no ``policy`` entry and is
     categorical."""
-    if meta.get("policy", "categorical") == "gaussian":
-        return DiagGaussian(int(meta["num_actions"]))
+    if meta.get("policy", "categorical") in GAUSSIANS:
+        return DiagGaussian(int(meta["num_actions"]), squash=meta["policy"] == "tanh_gaussian")
     return Categorical(int(meta["num_actions"]))

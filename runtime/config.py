@@ -104,6 +104,10 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="training rewards clipped to [-1, 1] (abs_one), divided by a running standard deviation of the "
              "discounted return (normalize: SB3's VecNormalize) or as they come (none); the evaluator always "
              "scores raw rewards; auto: abs_one for Atari and retro games, none for classic control")
+    add("--box-actions", default="clip", choices=["clip", "tanh"],
+        help="Box action spaces: the Gaussian's samples go to the environment clipped to the bounds (clip) or "
+             "squashed by tanh (tanh: its entropy is then that of the squashed actions, which a wider Gaussian "
+             "does not raise)")
 
     add = p.add_argument_group('retro games').add_argument
     add("--state", nargs="+", default=None, metavar="STATE",
@@ -121,8 +125,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
         help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
     add("--envs-per-worker", type=auto_or(int), default=AUTO,
-        help="environments each worker steps together (batched); auto: 8 for Atari on a CPU-only machine, 1 with "
-             "GPUs, 4 for classic control")
+        help="environments each worker steps together (batched); auto: 8 for Atari, 1 for retro games, 4 for "
+             "vector observations")
     add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
     add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
     add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
@@ -503,6 +507,10 @@ def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int 
     obs_shape, (policy, num_actions) = env.observation_space.shape, policy_kind(env.action_space)
     uint8 = env.observation_space.dtype == np.uint8  # frames as bytes (--frame-norm scale)
     env.close()
+    if args.box_actions == "tanh":
+        if policy != "gaussian":
+            raise BadInput(f"--box-actions tanh is for Box action spaces; {args.env} has Discrete actions")
+        policy = "tanh_gaussian"
     name = choose_model(args.model, obs_shape)
     if args.obs_norm and name not in VECTOR_MODELS:
         raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")

@@ -2,6 +2,7 @@
 Pendulum-v1 (real processes, real files), evaluation, resume and the one-line answers for action spaces a3g
 does not take."""
 
+import csv
 import json
 import os
 import subprocess
@@ -117,6 +118,39 @@ def test_action_spaces_a3g_does_not_take_are_one_line(space, words, tmp_path):
     result = run_main("--env", f"a3g_test_envs:OddActions-{space}-v0", "--max-frames", "100", *out_dirs(tmp_path),
                       env=TEST_ENVS, timeout=120)
     assert_bad_input(result, *words)
+
+
+@pytest.mark.parametrize("algo", [["--algo", "a3g"], ["--algo", "impala"]])
+def test_squashed_actions_reach_the_environment_inside_the_bounds(algo, tmp_path):
+    """--box-actions tanh: every action a training environment gets is strictly inside the Box (a game's return
+    on InsideBounds-v0 counts such steps, 10 of 10); the default clip puts about a third of a std-1 Gaussian's
+    samples on a bound. The model file says how it acts, and gym_eval plays it so."""
+    returns = {}
+    for how in ("tanh", "clip"):
+        run = tmp_path / how
+        result = run_main("--env", "a3g_test_envs:InsideBounds-v0", *algo, "--box-actions", how, "--workers", "1",
+                          "--max-frames", "2000", "--no-tensorboard-logger", *out_dirs(run), env=TEST_ENVS,
+                          timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        with open(run / "run" / "games.csv", newline="") as f:
+            returns[how] = [float(row["return"]) for row in csv.DictReader(f)]
+        assert len(returns[how]) >= 50
+    assert set(returns["tanh"]) == {10.0}
+    assert np.mean(returns["clip"]) < 9.0
+    meta = torch.load(tmp_path / "tanh" / "run" / "checkpoint.pt", weights_only=True)["model_meta"]
+    assert meta["policy"] == "tanh_gaussian"
+    played = subprocess.run([sys.executable, "gym_eval.py", "--env", "a3g_test_envs:InsideBounds-v0", "--model-path",
+                             str(tmp_path / "tanh" / "run" / "checkpoint.pt"), "--num-episodes", "3", "--stochastic",
+                             "--log-dir", tmp_path / "logs"], capture_output=True, text=True, cwd=ROOT,
+                            timeout=300, env=TEST_ENVS)
+    assert played.returncode == 0, played.stderr[-2000:]
+    assert "mean 10.00" in played.stdout + played.stderr
+
+
+def test_squashed_actions_are_for_box_spaces(tmp_path):
+    result = run_main("--env", "CartPole-v1", "--box-actions", "tanh", "--max-frames", "100", *out_dirs(tmp_path),
+                      timeout=120)
+    assert_bad_input(result, "--box-actions tanh is for Box action spaces", "CartPole-v1")
 
 
 def test_obs_norm_with_a_conv_network_is_refused(tmp_path):

@@ -56,3 +56,23 @@ class OddActions(gym.Env):
 
 for _space in OddActions.SPACES:
     gym.register(f"OddActions-{_space}-v0", entry_point=OddActions, kwargs={"space": _space}, max_episode_steps=5)
+
+
+class InsideBounds(gym.Env):
+    """Ten steps in a Box of [-2, 2]^2 whose reward is 1 for an action strictly inside the bounds and 0 for one on
+    a bound: a game's return counts the steps whose action was not clipped (``--box-actions``)."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (3,), dtype=np.float32)
+        self.action_space = gym.spaces.Box(-2.0, 2.0, (2,), dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, dtype=np.float32), {}
+
+    def step(self, action):
+        inside = bool(np.all(np.abs(np.asarray(action)) < 2.0))
+        return np.zeros(3, dtype=np.float32), float(inside), False, False, {}
+
+
+gym.register("InsideBounds-v0", entry_point=InsideBounds, max_episode_steps=10)
