@@ -392,10 +392,10 @@ def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_siz
     """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
     ``hidden_size`` is the recurrent state's size: feed-forward networks store 0, whatever the flag says; ``mlp``
     stores the flag as its layers' ``width``. ``num_actions`` is the number of actions, or a Box's dimensions for
-    ``policy="gaussian"`` or ``"tanh_gaussian"``; ``obs_norm`` (vector networks only) adds ``ObsNorm``. Both are stored only where they
-    differ from the default, so a file written before them describes the same network; so are ``uint8`` (the
-    observations are uint8 frames: ``obs_dtype``) and how the network normalises them (``frame_norm``, ``pixels``),
-    which a file written before them never had."""
+    ``policy="gaussian"`` or ``"tanh_gaussian"``; ``obs_norm`` (vector networks only) adds ``ObsNorm``. Both are
+    stored only where they differ from the default, so a file written before them describes the same network; so
+    are ``uint8`` (the observations are uint8 frames: ``obs_dtype``) and how the network normalises them
+    (``frame_norm``, ``pixels``), which a file written before them never had."""
     meta = {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
             "hidden_size": int(hidden_size) if name in RECURRENT_MODELS else 0}
     if name == "mlp":

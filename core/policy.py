@@ -20,9 +20,10 @@ replays keep them as ``[..., P]``); what they mean is this module's business:
 
 Each gives, over the last dimension of the parameters: ``sample``, ``greedy`` (the argmax, or the mean),
 ``log_prob(params, actions)``, ``entropy``, ``kl(p, q)`` = ``KL(p || q)``, ``env_actions`` (a batch of actions as
-the environments take them) and ``env_action`` (one environment's). Formulas: the categorical's as usual; the Gaussian's per dimension
-``log N(a; m, s) = -(a - m)^2 / (2 s^2) - log s - log(2 pi) / 2``, entropy ``log s + (1 + log(2 pi)) / 2`` and
-``KL(N(m1, s1) || N(m2, s2)) = log(s2 / s1) + (s1^2 + (m1 - m2)^2) / (2 s2^2) - 1/2``, summed over dimensions;
+the environments take them) and ``env_action`` (one environment's). Formulas: the categorical's as usual; the
+Gaussian's per dimension ``log N(a; m, s) = -(a - m)^2 / (2 s^2) - log s - log(2 pi) / 2``, entropy
+``log s + (1 + log(2 pi)) / 2`` and ``KL(N(m1, s1) || N(m2, s2)) = log(s2 / s1) + (s1^2 + (m1 - m2)^2) / (2 s2^2)
+- 1/2``, summed over dimensions;
 the squashed entropy's ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))`` (stable for large ``|u|``).
 """
 

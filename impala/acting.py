@@ -74,7 +74,8 @@ class Acting:
                 logits = logits.float()
                 self.values[t] = value.float()
                 action = self.distribution.sample(logits)
-                step_rewards, step_dones, finished = envs.step(self.distribution.env_actions(action).numpy(), obs_np[t + 1])
+                env_actions = self.distribution.env_actions(action).numpy()  # core/policy.py: tanh for a squash
+                step_rewards, step_dones, finished = envs.step(env_actions, obs_np[t + 1])
                 games += finished
                 self.actions[t], self.logits[t] = action, logits
                 self.rewards[t], self.dones[t] = torch.from_numpy(step_rewards), torch.from_numpy(step_dones)
