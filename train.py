@@ -24,6 +24,7 @@ import torch
 from core.faults import injected_fault
 from core.hardware import device_for
 from core.returns import gae_advantages, nstep_returns
+from core.schedule import entropy_coef
 from core.timing import PhaseClock
 from envs.rollout_envs import RolloutEnvs, training_rewards
 from model import Replica, build_model, fast_layout
@@ -121,16 +122,18 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
 
 
 def a3c_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Tensor, rewards: torch.Tensor,
-             discounts: torch.Tensor, bootstrap_value: torch.Tensor,
-             args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+             discounts: torch.Tensor, bootstrap_value: torch.Tensor, args: argparse.Namespace,
+             entropy_coef: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The A3C loss of a ``[T, B]`` rollout: summed over time, averaged over environments (so that the learning
-    rate means the same for any ``--envs-per-worker``)."""
+    rate means the same for any ``--envs-per-worker``). ``entropy_coef``: the bonus's coefficient now
+    (``core.schedule``; default ``args.entropy_coef``)."""
     returns = nstep_returns(rewards, discounts, bootstrap_value)
     advantages = gae_advantages(rewards, values.detach(), discounts, bootstrap_value, args.tau)
     policy_loss = -(log_probs * advantages).sum(0).mean()
     value_loss = 0.5 * (returns - values).pow(2).sum(0).mean()
     entropy = entropies.sum(0).mean()
-    loss = policy_loss + args.value_coef * value_loss - args.entropy_coef * entropy
+    coef = args.entropy_coef if entropy_coef is None else entropy_coef
+    loss = policy_loss + args.value_coef * value_loss - coef * entropy
     return loss, policy_loss, value_loss, entropy
 
 
@@ -183,7 +186,8 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
             rollout, (hx, cx) = play_rollout(model, envs, observations, (hx.detach(), cx.detach()), args.gamma,
                                              device, batched)
         with clock.phase("learn"):
-            loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args)
+            coef = entropy_coef(args.entropy_coef, args.entropy_decay, state.frames.value)
+            loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args, coef)
         if obs_stats is not None:  # one process keeps the observation statistics: they reach the others' next pull
             obs_stats.update(observations[:-1])
 

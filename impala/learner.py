@@ -16,6 +16,7 @@ import torch
 from core.hardware import device_for
 from core.policy import Categorical, Policy
 from core.returns import VTraceFromLogitsReturns, trust_region_mask, vtrace_from_action_log_probs
+from core.schedule import entropy_coef
 from core.timing import PhaseClock
 from envs.environment import EnvSettings
 from impala.boundary import UnrollSource, WeightPublisher
@@ -81,19 +82,21 @@ def vtrace_targets(batch: dict[str, torch.Tensor], logits: torch.Tensor, values:
 
 
 def impala_loss(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor, cut: torch.Tensor,
-                args: argparse.Namespace, mask: torch.Tensor | None = None,
-                policy: Policy | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                args: argparse.Namespace, mask: torch.Tensor | None = None, policy: Policy | None = None,
+                entropy_coef: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """V-trace actor-critic loss of a batch (``learner_forward``'s logits, values and cut values); returns (loss,
     policy loss, baseline loss, entropy). ``mask`` (``[T, n]``, ``--kl-mask``) drops steps outside the trust
     region from the policy gradient and the value targets (a masked step's target is its own value: no baseline
     gradient); the entropy bonus keeps every step. ``policy``: what the logits parameterise (a categorical by
-    default; ``core/policy.py``)."""
+    default; ``core/policy.py``); ``entropy_coef``: the bonus's coefficient now (``core.schedule``; default
+    ``args.entropy_coef``)."""
     policy = policy or Categorical(logits.shape[-1])
     vtrace = vtrace_targets(batch, logits, values, cut, args.gamma, mask, policy)
     policy_loss = -(vtrace.target_action_log_probs * vtrace.pg_advantages).sum(0).mean()
     baseline_loss = 0.5 * (vtrace.vs - values[:-1]).pow(2).sum(0).mean()
     entropy = policy.entropy(logits[:-1]).sum(0).mean()
-    loss = policy_loss + args.value_coef * baseline_loss - args.entropy_coef * entropy
+    coef = args.entropy_coef if entropy_coef is None else entropy_coef
+    loss = policy_loss + args.value_coef * baseline_loss - coef * entropy
     return loss, policy_loss, baseline_loss, entropy
 
 
@@ -232,7 +235,9 @@ class LearnerStep:
             state.masked[0] += masked
             state.masked[1] += mask.numel()
             state.masked_recent.value = masked / mask.numel()
-        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, cut, args, mask, self.policy)
+        coef = entropy_coef(args.entropy_coef, args.entropy_decay, state.frames.value)
+        loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, cut, args, mask, self.policy,
+                                                                coef)
         if self.obs_stats is not None:  # the learner keeps the observation statistics; they go out with the weights
             self.obs_stats.update(fresh["obs"])
         need = len(lag)

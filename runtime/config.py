@@ -129,6 +129,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "vector observations")
     add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
     add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
+    add("--entropy-decay", type=int, nargs=2, default=None, metavar=("START", "END"),
+        help="the entropy bonus falls linearly from --entropy-coef at START frames to 0 at END frames, and stays 0 "
+             "(none: a constant bonus)")
     add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
         help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
     add("--max-grad-norm", "--grad-norm-clipping", type=auto_or(float), default=AUTO,
@@ -462,6 +465,9 @@ def check_args(args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if not (value >= 0 and math.isfinite(value)):
             raise BadInput(f"--{flag.replace('_', '-')} must be a finite number >= 0, got {value}")
+    if args.entropy_decay is not None and not 0 <= args.entropy_decay[0] < args.entropy_decay[1]:
+        raise BadInput(f"--entropy-decay takes START < END frames, both >= 0, got {args.entropy_decay[0]} "
+                       f"{args.entropy_decay[1]}")
     if args.max_frames is not None and args.max_frames <= 0:
         raise BadInput(f"--max-frames must be positive, got {args.max_frames}")
     if args.max_seconds is not None and not args.max_seconds > 0:

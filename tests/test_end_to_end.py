@@ -34,6 +34,17 @@ def test_cartpole_learns_to_475(tmp_path):
     assert model["kind"] == "model" and "optimizer" not in model and model["return"] >= 475
 
 
+@pytest.mark.parametrize("algo", ["a3g", "impala"])
+def test_entropy_decay_runs_in_both_algorithms(algo, tmp_path):
+    """--entropy-decay reaches A3G's workers and IMPALA's learner (each reads the run's frame count every update;
+    the schedule itself: tests/test_train.py) and is kept in args.json for a resume."""
+    result = run_main(*CARTPOLE, "--algo", algo, "--entropy-decay", "1000", "3000", "--max-frames", "6000",
+                      "--no-tensorboard-logger", *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert read_json(tmp_path / "run" / "args.json")["entropy_decay"] == [1000, 3000]
+    assert read_json(tmp_path / "run" / "summary.json")["frames"] >= 6000
+
+
 def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):
     flags = ["--workers", "2", "--max-episode-length", "50", *out_dirs(tmp_path)]
     first = run_main(*flags, "--max-frames", "6000", timeout=600)

@@ -3,8 +3,10 @@ gradient pushes the policy toward advantaged actions."""
 
 import argparse
 
+import pytest
 import torch
 
+from core.schedule import entropy_coef
 from train import a3c_loss, worker_num_steps
 
 ARGS = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, num_steps=20, distributed_step_size=[])
@@ -55,3 +57,17 @@ def test_distributed_step_sizes_round_robin():
     args = argparse.Namespace(num_steps=20, distributed_step_size=[16, 32, 64])
     assert [worker_num_steps(args, r) for r in range(5)] == [16, 32, 64, 16, 32]
     assert worker_num_steps(argparse.Namespace(num_steps=20, distributed_step_size=[]), 3) == 20
+
+
+def test_entropy_decay_schedule_and_the_loss_it_weights():
+    """--entropy-decay START END: the coefficient until START, linearly to 0 at END, 0 after; the loss takes the
+    coefficient of the moment, and without one it is --entropy-coef."""
+    assert [entropy_coef(0.01, None, f) for f in (0, 10**9)] == [0.01, 0.01]
+    decay = (1000, 3000)
+    assert [entropy_coef(0.01, decay, f) for f in (0, 1000, 2000, 2500, 3000, 10**9)] == pytest.approx(
+        [0.01, 0.01, 0.005, 0.0025, 0.0, 0.0])
+    rollout = random_rollout(20, 4)
+    full, half, none = (a3c_loss(*rollout, ARGS, coef)[0] for coef in (None, 0.005, 0.0))
+    entropy = rollout[1].sum(0).mean()
+    torch.testing.assert_close(none - full, 0.01 * entropy)
+    torch.testing.assert_close(none - half, 0.005 * entropy)

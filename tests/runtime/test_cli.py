@@ -28,6 +28,8 @@ from envs.environment import ATARI_CONFIG, EnvSettings
     (["--optimizer", "RMSprop", "--alpha", "1.0"], ["--alpha"]),
     (["--optimizer", "RMSprop", "--momentum", "-0.1"], ["--momentum"]),
     (["--reward-clipping", "abs_two"], ["--reward-clipping"]),
+    (["--entropy-decay", "5000", "5000"], ["--entropy-decay", "START < END"]),
+    (["--entropy-decay", "-1", "5000"], ["--entropy-decay"]),
     (["--train-forward", "fast"], ["--train-forward"]),
     (["--algo", "impala", "--inference", "server", "--inference-wait", "-1"], ["--inference-wait"]),
     (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
