@@ -34,7 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from core.errors import BadInput
-from core.policy import GAUSSIANS, Categorical, DiagGaussian, Policy
+from core.policy import GAUSSIANS, Policy, policy_for
 
 
 def normalized_columns_(weight: torch.Tensor, std: float) -> None:
@@ -84,9 +84,7 @@ def actor_head(feature_size: int, num_actions: int, policy: str) -> nn.Linear | 
 
 def distribution(num_actions: int, policy: str) -> Policy:
     """What the head's output parameterises (``core/policy.py``): every model keeps it as ``model.policy``."""
-    if policy in GAUSSIANS:
-        return DiagGaussian(num_actions, squash=policy == "tanh_gaussian")
-    return Categorical(num_actions)
+    return policy_for({"num_actions": num_actions, "policy": policy})
 
 
 class ObsNorm(nn.Module):
