@@ -35,7 +35,7 @@ from core.logs import Stopwatch, format_time
 from envs.environment import EnvSettings
 from impala.replay import check_run_memory
 from impala.shm import impala_roles
-from model import build_model, describe_network, fast_layout, flatten_parameters
+from model import build_model, describe_network, fast_layout, flatten_parameters, set_log_std
 from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
 from runtime.config import validate
 from runtime.context import RunContext
@@ -121,6 +121,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
             counters.update({k: resumed.get(k, -math.inf) for k in ("best_return", "best_mean_return")})
         elif loaded is not None:
             shared_model.load_state_dict(loaded["state_dict"])
+        else:
+            set_log_std(shared_model, args.log_std_init)
     except (RuntimeError, ValueError, KeyError) as exc:
         source = args.resume if resumed is not None else "--load model"
         print(f"main.py: error: {source} does not fit this network ({str(exc).splitlines()[0]})", file=sys.stderr)

@@ -57,7 +57,7 @@ class GaussianHead(nn.Module):
     """A diagonal Gaussian's parameters for ``d`` action dimensions: the means from the features (a linear layer,
     ``weight``/``bias`` as the categorical head's), the log standard deviations a parameter of their own, the same
     in every state (SB3's and the PPO paper's choice for continuous control), starting at 0 (std 1, half the
-    ``[-1, 1]`` action range). Returns ``[..., 2d]``. The log-std the policy uses is held in [-5, 2]; the clamp
+    ``[-1, 1]`` action range; ``--log-std-init``: ``set_log_std``). Returns ``[..., 2d]``. The log-std the policy uses is held in [-5, 2]; the clamp
     passes its gradient through (straight-through), so a log-std pushed past a bound (by the entropy bonus, say)
     still feels the policy gradient at the bound and can come back, where a plain clamp's zero gradient would leave
     it stuck there for good."""
@@ -75,6 +75,14 @@ class GaussianHead(nn.Module):
         mean = F.linear(x, self.weight, self.bias)
         log_std = self.log_std + (self.log_std.clamp(*self.LOG_STD_RANGE) - self.log_std).detach()
         return torch.cat([mean, log_std.to(mean.dtype).expand_as(mean)], -1)
+
+
+def set_log_std(model: nn.Module, value: float) -> None:
+    """Start a Gaussian policy's log standard deviations at ``value`` (``--log-std-init``; a fresh model's only: a
+    resumed or loaded one keeps its own). A categorical policy has none: nothing to do."""
+    if isinstance(model.actor_linear, GaussianHead):
+        with torch.no_grad():
+            model.actor_linear.log_std.fill_(value)
 
 
 def actor_head(feature_size: int, num_actions: int, policy: str) -> nn.Linear | GaussianHead:

@@ -35,7 +35,7 @@ from envs.environment import (
     policy_kind,
 )
 from envs.frames import FORMER_FRAME_NORM, FRAME_NORMS
-from model import FRAME_FORMAT, VECTOR_MODELS, choose_model, model_meta
+from model import FRAME_FORMAT, VECTOR_MODELS, GaussianHead, choose_model, model_meta
 from runtime.checkpoints import check_compatible, load_checkpoint
 from runtime.defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
 from runtime.replay_spec import DEFAULT_REPLAY_PARAMETERS, check_keys_read, replay_specs
@@ -108,6 +108,10 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="Box action spaces: the Gaussian's samples go to the environment clipped to the bounds (clip) or "
              "squashed by tanh (tanh: its entropy is then that of the squashed actions, which a wider Gaussian "
              "does not raise)")
+    add("--log-std-init", type=float, default=0.0,
+        help="Box action spaces: the Gaussian's log standard deviation at the start of a fresh run, the same for "
+             "every dimension (SB3's log_std_init; 0: std 1, half the [-1, 1] range; it must lie in [-5, 2], "
+             "the log-std's bounds)")
 
     add = p.add_argument_group('retro games').add_argument
     add("--state", nargs="+", default=None, metavar="STATE",
@@ -468,6 +472,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.entropy_decay is not None and not 0 <= args.entropy_decay[0] < args.entropy_decay[1]:
         raise BadInput(f"--entropy-decay takes START < END frames, both >= 0, got {args.entropy_decay[0]} "
                        f"{args.entropy_decay[1]}")
+    low, high = GaussianHead.LOG_STD_RANGE
+    if not low <= args.log_std_init <= high:
+        raise BadInput(f"--log-std-init must lie in [{low:g}, {high:g}] (the log-std's bounds), got {args.log_std_init}")
     if args.max_frames is not None and args.max_frames <= 0:
         raise BadInput(f"--max-frames must be positive, got {args.max_frames}")
     if args.max_seconds is not None and not args.max_seconds > 0:
@@ -517,6 +524,8 @@ def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int 
         if policy != "gaussian":
             raise BadInput(f"--box-actions tanh is for Box action spaces; {args.env} has Discrete actions")
         policy = "tanh_gaussian"
+    if args.log_std_init != 0 and policy == "categorical":
+        raise BadInput(f"--log-std-init is for Box action spaces; {args.env} has Discrete actions")
     name = choose_model(args.model, obs_shape)
     if args.obs_norm and name not in VECTOR_MODELS:
         raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")
@@ -539,6 +548,9 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     check_args(args)
     check_flags_read(args, given)
     check_impala_optimizer(args, given)
+    if "log_std_init" in given and (resumed is not None or args.load):
+        raise BadInput(f"--log-std-init starts a fresh run's policy; {'--resume' if resumed else '--load'} keeps "
+                       "the saved one")
     settings, meta, args.frames_per_step = environment_setup(args)
     if resumed is not None:
         check_compatible(resumed, args.resume, args.env, meta)

@@ -153,6 +153,22 @@ def test_squashed_actions_are_for_box_spaces(tmp_path):
     assert_bad_input(result, "--box-actions tanh is for Box action spaces", "CartPole-v1")
 
 
+def test_log_std_init_starts_a_fresh_runs_policy_there(tmp_path):
+    """--log-std-init: a fresh run's Gaussian starts at that log-std in every dimension (a few updates move it a
+    little); it is refused for Discrete actions, outside the log-std's bounds, and with --resume (the saved policy
+    goes on)."""
+    result = run_main("--env", "MountainCarContinuous-v0", "--workers", "1", "--no-tensorboard-logger",
+                      "--log-std-init", "-1.5", "--max-frames", "400", *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    log_std = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["state_dict"]["actor_linear.log_std"]
+    assert log_std.shape == (1,) and -1.6 < float(log_std) < -1.4, log_std  # the default starts at 0
+    assert read_json(tmp_path / "run" / "args.json")["log_std_init"] == -1.5
+    for flags, words in ((["--env", "CartPole-v1", "--log-std-init", "-1"], ["--log-std-init", "CartPole-v1"]),
+                         (["--env", "Pendulum-v1", "--log-std-init", "2.5"], ["--log-std-init", "[-5, 2]", "2.5"]),
+                         (["--resume", tmp_path / "run", "--log-std-init", "-1"], ["--log-std-init", "--resume"])):
+        assert_bad_input(run_main(*flags, "--max-frames", "100", *out_dirs(tmp_path, "other"), timeout=120), *words)
+
+
 def test_obs_norm_with_a_conv_network_is_refused(tmp_path):
     assert_bad_input(run_main("--obs-norm", "--max-frames", "100", *out_dirs(tmp_path), timeout=120),
                      "--obs-norm", "nature")
