@@ -8,7 +8,8 @@
 rl_a3c_pytorch's gym_eval.py flags keep their names and meaning. The network and the preprocessing are rebuilt
 from what the model file stores (``model_meta`` and ``env``), so ``--hidden-size``, ``--skip-rate`` and
 ``--env-config`` need not be repeated. Games are whole games (no life-loss episodes) scored with raw rewards, and
-the policy is greedy (argmax) unless ``--stochastic``.
+the policy is greedy (the argmax; for a Box of actions the Gaussian's mean, or ``tanh`` of it) unless
+``--stochastic``.
 
 Exit codes: 0 done, 2 bad input (one line on stderr), 130 Ctrl-C (the games finished so far are still summarised).
 """

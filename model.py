@@ -57,8 +57,8 @@ class GaussianHead(nn.Module):
     """A diagonal Gaussian's parameters for ``d`` action dimensions: the means from the features (a linear layer,
     ``weight``/``bias`` as the categorical head's), the log standard deviations a parameter of their own, the same
     in every state (SB3's and the PPO paper's choice for continuous control), starting at 0 (std 1, half the
-    ``[-1, 1]`` action range; ``--log-std-init``: ``set_log_std``). Returns ``[..., 2d]``. The log-std the policy uses is held in [-5, 2]; the clamp
-    passes its gradient through (straight-through), so a log-std pushed past a bound (by the entropy bonus, say)
+    ``[-1, 1]`` action range; ``--log-std-init``: ``set_log_std``). Returns ``[..., 2d]``. The log-std the policy
+    uses is held in [-5, 2]; the clamp passes its gradient through (straight-through), so a log-std pushed past a bound (by the entropy bonus, say)
     still feels the policy gradient at the bound and can come back, where a plain clamp's zero gradient would leave
     it stuck there for good."""
 
@@ -86,7 +86,8 @@ def set_log_std(model: nn.Module, value: float) -> None:
 
 
 def actor_head(feature_size: int, num_actions: int, policy: str) -> nn.Linear | GaussianHead:
-    """The policy head: logits of a categorical, or a ``GaussianHead`` for ``policy == "gaussian"``."""
+    """The policy head: logits of a categorical, or a ``GaussianHead`` for either Gaussian policy (clipped or
+    squashed: ``core.policy.GAUSSIANS``)."""
     return GaussianHead(feature_size, num_actions) if policy in GAUSSIANS else nn.Linear(feature_size, num_actions)
 
 

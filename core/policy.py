@@ -21,12 +21,13 @@ replays keep them as ``[..., P]``); what they mean is this module's business:
 Each gives, over the last dimension of the parameters: ``sample``, ``greedy`` (the argmax, or the mean),
 ``log_prob(params, actions)``, ``entropy``, ``kl(p, q)`` = ``KL(p || q)``, ``env_actions`` (a batch of actions as
 the environments take them) and ``env_action`` (one environment's). Formulas: the categorical's as usual; the
-Gaussian's per dimension ``log N(a; m, s) = -(a - m)^2 / (2 s^2) - log s - log(2 pi) / 2``, entropy
-``log s + (1 + log(2 pi)) / 2`` and ``KL(N(m1, s1) || N(m2, s2)) = log(s2 / s1) + (s1^2 + (m1 - m2)^2) / (2 s2^2)
-- 1/2``, summed over dimensions;
-the squashed entropy's ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))`` (stable for large ``|u|``).
+Gaussian's per dimension, summed over dimensions: ``log N(a; m, s) = -(a - m)^2 / (2 s^2) - log s - log(2 pi) /
+2``, entropy ``log s + (1 + log(2 pi)) / 2`` and ``KL(N(m1, s1) || N(m2, s2)) = log(s2 / s1) + (s1^2 + (m1 -
+m2)^2) / (2 s2^2) - 1/2``; the squashed entropy's ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))`` (stable
+for large ``|u|``), its expectation by Gauss-Hermite quadrature in each dimension.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -83,12 +84,24 @@ class Categorical:
         return (log_pi.exp() * (log_pi - log_implied)).sum(-1)
 
 
+@functools.lru_cache(maxsize=8)
+def gauss_hermite(n: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Nodes ``z`` and weights ``w`` (``[n]`` each) of the ``n``-point Gauss-Hermite rule for the standard normal:
+    ``E[f(Z)] ~ sum w f(z)``, exact for polynomials of degree below ``2n``."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(n)
+    weights = weights / math.sqrt(2 * math.pi)
+    return (torch.as_tensor(nodes, dtype=dtype, device=device), torch.as_tensor(weights, dtype=dtype, device=device))
+
+
 class DiagGaussian:
-    """Continuous actions in ``[-1, 1]^d`` (before the environment's clip; ``squash``: through ``tanh``):
-    independent normals, parameters ``[mean (d), log_std (d)]``."""
+    """Continuous actions: ``d`` independent normals, parameters ``[mean (d), log_std (d)]``, whose samples the
+    environment takes in ``[-1, 1]^d`` after its clip, or (``squash``) takes as ``tanh`` of them."""
 
     action_dtype = torch.float32
-    SQUASH_SAMPLES = 16  # draws per state for the squashed entropy's expectation
+    # Gauss-Hermite nodes per dimension for the squashed entropy's expectation: log(1 - tanh(u)^2) bends within
+    # |u| < 1, so a Gaussian much wider than that needs many (at the log-std's bound of 2, std 7.4, 128 nodes are
+    # within 0.01 nats of the integral, 32 within 0.08)
+    SQUASH_NODES = 128
 
     def __init__(self, dim: int, squash: bool = False):
         self.dim, self.params, self.squash = dim, 2 * dim, squash
@@ -116,15 +129,14 @@ class DiagGaussian:
         entropy = (log_std + 0.5 * (1.0 + LOG_2PI)).sum(-1)
         if not self.squash:
             return entropy
-        # E[log(1 - tanh(u)^2)] has no closed form: an average over fixed draws of u = mean + std * noise (a
-        # generator seeded alike every call, so a deterministic function of the parameters whose gradient reaches
-        # both the mean and the log-std)
-        generator = torch.Generator(device=params.device).manual_seed(0)
-        noise = torch.randn((self.SQUASH_SAMPLES,) + tuple(mean.shape), generator=generator, device=mean.device,
-                            dtype=mean.dtype)
-        u = mean + log_std.exp() * noise
+        # E[log(1 - tanh(u)^2)] has no closed form; it is a sum of one-dimensional expectations over u = mean + std
+        # * z, z ~ N(0, 1), each taken by Gauss-Hermite quadrature: fixed nodes, the same for every state however
+        # the states are laid out, a smooth function of the parameters whose gradient reaches the mean and the
+        # log-std, and exactly even in the mean (no push to either side at mean 0)
+        nodes, weights = gauss_hermite(self.SQUASH_NODES, mean.device, mean.dtype)
+        u = mean.unsqueeze(-1) + log_std.exp().unsqueeze(-1) * nodes
         log_jacobian = 2 * (math.log(2.0) - u - F.softplus(-2 * u))
-        return entropy + log_jacobian.sum(-1).mean(0)
+        return entropy + (log_jacobian * weights).sum((-2, -1))
 
     def kl(self, p_params: torch.Tensor, q_params: torch.Tensor) -> torch.Tensor:
         (m1, log_s1), (m2, log_s2) = self.split(p_params), self.split(q_params)

@@ -474,7 +474,8 @@ def check_args(args: argparse.Namespace) -> None:
                        f"{args.entropy_decay[1]}")
     low, high = GaussianHead.LOG_STD_RANGE
     if not low <= args.log_std_init <= high:
-        raise BadInput(f"--log-std-init must lie in [{low:g}, {high:g}] (the log-std's bounds), got {args.log_std_init}")
+        raise BadInput(f"--log-std-init must lie in [{low:g}, {high:g}] (the log-std's bounds), got "
+                       f"{args.log_std_init}")
     if args.max_frames is not None and args.max_frames <= 0:
         raise BadInput(f"--max-frames must be positive, got {args.max_frames}")
     if args.max_seconds is not None and not args.max_seconds > 0:
@@ -508,8 +509,13 @@ def check_backend(args: argparse.Namespace) -> None:
                          f"pip install -r requirements-ray.txt") from None
 
 
-def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int | float]:
-    """Resolve the environment: its settings, the network's metadata, frames per step. Raises on bad input."""
+# flags only a Box of actions reads, with their defaults
+BOX_ONLY_FLAGS = {"box_actions": "clip", "log_std_init": 0.0}
+
+
+def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> tuple[EnvSettings, dict, int | float]:
+    """Resolve the environment: its settings, the network's metadata, frames per step (``given``: the flags typed
+    now). Raises on bad input."""
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
     retro = retro_env.resolve(args.env, args.state, eval_states=args.eval_state) if is_retro(args.env) else None
@@ -520,12 +526,12 @@ def environment_setup(args: argparse.Namespace) -> tuple[EnvSettings, dict, int 
     obs_shape, (policy, num_actions) = env.observation_space.shape, policy_kind(env.action_space)
     uint8 = env.observation_space.dtype == np.uint8  # frames as bytes (--frame-norm scale)
     env.close()
+    for flag in BOX_ONLY_FLAGS:  # what only a Box reads: refused where given (or saved) for nothing
+        value = getattr(args, flag)
+        if policy == "categorical" and (flag in given or value != BOX_ONLY_FLAGS[flag]):
+            raise BadInput(f"{option(flag)} {value} is for Box action spaces; {args.env} has Discrete actions")
     if args.box_actions == "tanh":
-        if policy != "gaussian":
-            raise BadInput(f"--box-actions tanh is for Box action spaces; {args.env} has Discrete actions")
         policy = "tanh_gaussian"
-    if args.log_std_init != 0 and policy == "categorical":
-        raise BadInput(f"--log-std-init is for Box action spaces; {args.env} has Discrete actions")
     name = choose_model(args.model, obs_shape)
     if args.obs_norm and name not in VECTOR_MODELS:
         raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")
@@ -551,7 +557,7 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     if "log_std_init" in given and (resumed is not None or args.load):
         raise BadInput(f"--log-std-init starts a fresh run's policy; {'--resume' if resumed else '--load'} keeps "
                        "the saved one")
-    settings, meta, args.frames_per_step = environment_setup(args)
+    settings, meta, args.frames_per_step = environment_setup(args, given)
     if resumed is not None:
         check_compatible(resumed, args.resume, args.env, meta)
     loaded = None

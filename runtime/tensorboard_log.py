@@ -7,7 +7,8 @@ read against agent steps as CleanRL's and SB3's are):
   and actors' ``RecordEpisodeStatistics`` through ``RunState``'s rings;
 - ``charts/SPS`` (frames/s over the interval), ``charts/agent_steps``;
 - ``losses/policy_loss``, ``losses/value_loss``, ``losses/entropy``, ``losses/grad_norm`` (A3G's worker 0 or
-  IMPALA's learner, per step), and IMPALA's ``impala/*``;
+  IMPALA's learner, per step), ``losses/entropy_coef`` with ``--entropy-decay`` (the bonus's coefficient at those
+  frames), and IMPALA's ``impala/*``;
 - ``perf/<phase>``: the share of the workers', actors' and learner's time in each phase over the interval
   (``core.timing.PHASES``: sync, env, act, wait, batch, learn, optimize);
 - ``weights/<parameter>`` histograms of the shared model every ``--histogram-interval`` seconds (and
@@ -23,6 +24,7 @@ from typing import Callable
 
 import torch
 
+from core.schedule import entropy_coef
 from core.timing import phase_split
 from runtime.run_state import RunState
 
@@ -76,6 +78,9 @@ class TrainingLog:
             writer.add_scalar("losses/value_loss", value_loss, step)
             writer.add_scalar("losses/entropy", entropy, step)
             writer.add_scalar("losses/grad_norm", grad_norm, step)
+        if self.args.entropy_decay is not None:  # the bonus's coefficient the roles read at these frames
+            writer.add_scalar("losses/entropy_coef", entropy_coef(self.args.entropy_coef, self.args.entropy_decay,
+                                                                  frames), step)
         if self.args.algo == "impala":  # how many versions behind the learner the latest batch's actors were
             for name, lag in zip(("min", "mean", "max"), state.policy_lag[:]):
                 writer.add_scalar(f"impala/policy_lag_{name}", lag, step)

@@ -155,8 +155,8 @@ def test_squashed_actions_are_for_box_spaces(tmp_path):
 
 def test_log_std_init_starts_a_fresh_runs_policy_there(tmp_path):
     """--log-std-init: a fresh run's Gaussian starts at that log-std in every dimension (a few updates move it a
-    little); it is refused for Discrete actions, outside the log-std's bounds, and with --resume (the saved policy
-    goes on)."""
+    little); it is refused for Discrete actions (as --box-actions is, even at their defaults: given for nothing),
+    outside the log-std's bounds, and with --resume (the saved policy goes on)."""
     result = run_main("--env", "MountainCarContinuous-v0", "--workers", "1", "--no-tensorboard-logger",
                       "--log-std-init", "-1.5", "--max-frames", "400", *out_dirs(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -164,9 +164,25 @@ def test_log_std_init_starts_a_fresh_runs_policy_there(tmp_path):
     assert log_std.shape == (1,) and -1.6 < float(log_std) < -1.4, log_std  # the default starts at 0
     assert read_json(tmp_path / "run" / "args.json")["log_std_init"] == -1.5
     for flags, words in ((["--env", "CartPole-v1", "--log-std-init", "-1"], ["--log-std-init", "CartPole-v1"]),
+                         (["--env", "CartPole-v1", "--log-std-init", "0"], ["--log-std-init 0.0", "Box"]),
+                         (["--env", "CartPole-v1", "--box-actions", "clip"], ["--box-actions clip", "Box"]),
                          (["--env", "Pendulum-v1", "--log-std-init", "2.5"], ["--log-std-init", "[-5, 2]", "2.5"]),
                          (["--resume", tmp_path / "run", "--log-std-init", "-1"], ["--log-std-init", "--resume"])):
         assert_bad_input(run_main(*flags, "--max-frames", "100", *out_dirs(tmp_path, "other"), timeout=120), *words)
+
+
+def test_a_model_of_the_other_box_actions_names_the_flag():
+    """A clipped model resumed or loaded with --box-actions tanh (or the other way round) is refused in one line
+    that says which flag fits it, not with a dump of the two networks' descriptions."""
+    from core.errors import BadInput
+    from runtime.checkpoints import check_compatible
+
+    env = {"env_id": "Pendulum-v1"}
+    for saved, now, flag in (("gaussian", "tanh_gaussian", "clip"), ("tanh_gaussian", "gaussian", "tanh")):
+        data = {"env": env, "model_meta": model_meta("mlp", [3], 1, 64, saved, True)}
+        with pytest.raises(BadInput, match=f"trained with --box-actions {flag}: give --box-actions {flag}$"):
+            check_compatible(data, "m.pt", "Pendulum-v1", model_meta("mlp", [3], 1, 64, now, True))
+        check_compatible(data, "m.pt", "Pendulum-v1", model_meta("mlp", [3], 1, 64, saved, True))
 
 
 def test_obs_norm_with_a_conv_network_is_refused(tmp_path):

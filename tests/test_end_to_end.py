@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import ROOT, out_dirs, read_json, run_main, session_processes
+from core.schedule import entropy_coef
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +38,19 @@ def test_cartpole_learns_to_475(tmp_path):
 @pytest.mark.parametrize("algo", ["a3g", "impala"])
 def test_entropy_decay_runs_in_both_algorithms(algo, tmp_path):
     """--entropy-decay reaches A3G's workers and IMPALA's learner (each reads the run's frame count every update;
-    the schedule itself: tests/test_train.py) and is kept in args.json for a resume."""
+    the schedule itself: tests/test_train.py), is kept in args.json for a resume, and TensorBoard shows the
+    coefficient (losses/entropy_coef: 0 by the end, past END)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     result = run_main(*CARTPOLE, "--algo", algo, "--entropy-decay", "1000", "3000", "--max-frames", "6000",
-                      "--no-tensorboard-logger", *out_dirs(tmp_path), timeout=300)
+                      *out_dirs(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert read_json(tmp_path / "run" / "args.json")["entropy_decay"] == [1000, 3000]
     assert read_json(tmp_path / "run" / "summary.json")["frames"] >= 6000
+    logged = EventAccumulator(str(tmp_path / "run")).Reload().Scalars("losses/entropy_coef")
+    for event in logged:
+        assert event.value == pytest.approx(entropy_coef(0.01, (1000, 3000), event.step), abs=1e-6)
+    assert logged[-1].step >= 6000 and logged[-1].value == 0
 
 
 def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):
