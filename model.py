@@ -58,9 +58,9 @@ class GaussianHead(nn.Module):
     ``weight``/``bias`` as the categorical head's), the log standard deviations a parameter of their own, the same
     in every state (SB3's and the PPO paper's choice for continuous control), starting at 0 (std 1, half the
     ``[-1, 1]`` action range; ``--log-std-init``: ``set_log_std``). Returns ``[..., 2d]``. The log-std the policy
-    uses is held in [-5, 2]; the clamp passes its gradient through (straight-through), so a log-std pushed past a bound (by the entropy bonus, say)
-    still feels the policy gradient at the bound and can come back, where a plain clamp's zero gradient would leave
-    it stuck there for good."""
+    uses is held in [-5, 2]; the clamp passes its gradient through (straight-through), so a log-std pushed past a
+    bound (by the entropy bonus, say) still feels the policy gradient at the bound and can come back, where a plain
+    clamp's zero gradient would leave it stuck there for good."""
 
     LOG_STD_RANGE = (-5.0, 2.0)
 

@@ -142,7 +142,8 @@ def load_run(run_dir: str, known: dict) -> dict:
 
 def min_entropy(run_dir: str, frames: int = ENTROPY_FRAMES) -> float | None:
     """The lowest policy entropy (worker 0's, TensorBoard ``losses/entropy``) logged up to ``frames``: a categorical
-    policy that collapsed early shows as ~0 (a Gaussian's entropy has no floor: it is negative once narrow). None without TensorBoard events."""
+    policy that collapsed early shows as ~0 (a Gaussian's entropy has no floor: it is negative once narrow). None
+    without TensorBoard events."""
     if not any(name.startswith("events.out.tfevents") for name in os.listdir(run_dir)):
         return None
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -234,8 +235,8 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
     lines += [f"- machine: {meta.get('machine') or 'not recorded (no sweep.json of the sweep)'}",
               "- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
               "score (runs that did not exit 0: not reached); return @ F: the running mean of the last game at or "
-              "before F frames; min entropy: worker 0's lowest logged policy entropy (a discrete policy's collapse shows as ~0); "
-              "worst: the slowest time, the lowest return or entropy", ""]
+              "before F frames; min entropy: worker 0's lowest logged policy entropy (a discrete policy's collapse "
+              "shows as ~0); worst: the slowest time, the lowest return or entropy", ""]
     text = "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table]) + "\n"
     with open(os.path.join(out, "sweep.md"), "w") as f:
         f.write(text)
