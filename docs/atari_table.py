@@ -4,7 +4,8 @@
     python docs/atari_table.py FOLDER PAGE [PROBES]  # another folder of runs, another page (and probes)
 
 FOLDER/<Game>/ is one game's ``tools.sweep`` output (run1, run2, ... each with args.json, summary.json and
-progress.csv; sweep.json with the commands, the machine and the commit). For each of rl_a3c_pytorch's seven games the
+progress.csv; sweep.json with the commands, the machine, the commit and an optional ``note`` that the page
+prints with them). For each of rl_a3c_pytorch's seven games the
 page gives: the runs found; the evaluator's running mean at 10M and 20M frames (median and worst of the runs that got
 that far: the last game at or before the budget, as ``tools.sweep`` reads it); the mean of the last 100 training games
 at or before 10M and 20M frames (``games.csv``: the workers' sampled policy, as RL Zoo evaluates); the median
@@ -72,6 +73,7 @@ def load_game(folder: str, game: str) -> dict:
     return {"game": game, "runs": runs, "at": at, "training": training, "reached": reached,
             "commit": meta.get("commit"),
             "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
+            "note": meta.get("note"),  # what the records do not say (a run that shared the machine for a while)
             "seconds": statistics.median([r["seconds"] for r in timed]) if timed else None,
             "fps": statistics.median([r["frames"] / r["seconds"] for r in timed]) if timed else None}
 
@@ -159,7 +161,8 @@ def provenance(games: list[dict]) -> str:
     lines = []
     for g in (g for g in games if g["runs"]):
         lines.append(f"- **{g['game']}**: `{g['command']}`; code `{g['commit'] or 'not recorded'}`; "
-                     f"{g['machine'] or 'machine not recorded'}; {g['defaults'] or 'defaults not recorded'}")
+                     f"{g['machine'] or 'machine not recorded'}; {g['defaults'] or 'defaults not recorded'}"
+                     + (f". {g['note']}" if g["note"] else ""))
     return "\n".join(lines) if lines else "- no runs yet"
 
 
