@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 LOG_2PI = math.log(2 * math.pi)
-GAUSSIANS = ("gaussian", "tanh_gaussian")  # model_meta's policy for a Box: clipped or squashed by tanh
+BOX_ACTIONS = {"clip": "gaussian", "tanh": "tanh_gaussian"}  # --box-actions -> model_meta's policy for a Box
+GAUSSIANS = tuple(BOX_ACTIONS.values())
 
 
 class Categorical:

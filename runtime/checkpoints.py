@@ -16,6 +16,7 @@ import torch
 
 from core.errors import BadInput
 from core.files import atomic_torch_save, atomic_write_text, keep_as  # noqa: F401 (re-exported)
+from core.policy import BOX_ACTIONS
 from envs.frames import FORMER_FRAME_NORM
 from model import same_network
 
@@ -83,11 +84,11 @@ def check_compatible(data: dict, path: str, env_id: str, meta: dict) -> None:
     if same_network({**saved_meta, **frames}, {**meta, **frames}) and not same_network(saved_meta, meta):
         saved_norm = (data.get("env") or {}).get("frame_norm", FORMER_FRAME_NORM)  # files from before it
         raise BadInput(f"{path} was trained on frames normalised the {saved_norm!r} way: give --frame-norm {saved_norm}")
-    squash = {"gaussian": "clip", "tanh_gaussian": "tanh"}
+    flag = {policy: name for name, policy in BOX_ACTIONS.items()}  # model_meta's policy -> --box-actions
     saved_policy, policy = saved_meta.get("policy", "categorical"), meta.get("policy", "categorical")
-    if saved_policy != policy and saved_policy in squash and policy in squash:
-        raise BadInput(f"{path} was trained with --box-actions {squash[saved_policy]}: give --box-actions "
-                       f"{squash[saved_policy]}")
+    if saved_policy != policy and saved_policy in flag and policy in flag:
+        raise BadInput(f"{path} was trained with --box-actions {flag[saved_policy]}: give --box-actions "
+                       f"{flag[saved_policy]}")
     if not same_network(saved_meta, meta):
         raise BadInput(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")
 

@@ -18,6 +18,7 @@ from core.cli import HelpFormatter, OneLineParser
 from core.errors import BadInput
 from core.files import env_file_name
 from core.hardware import cpu_has_native_bf16, missing_gpus, usable_cores
+from core.policy import BOX_ACTIONS
 from core.returns import TRUST_REGION_MODES
 from envs import retro_env
 from envs.environment import (
@@ -51,6 +52,8 @@ ALGO_FLAGS = {
 }
 # Flags that only another setting reads: given without it, each would be recorded in args.json and change nothing.
 # flag -> (the setting that reads it, the value it reads it with; None: only without that setting)
+# flags only a Box of actions reads, with their defaults (environment_setup refuses them for Discrete actions)
+BOX_ONLY_FLAGS = {"box_actions": "clip", "log_std_init": 0.0}
 READ_ONLY_WITH = {
     "kl_threshold": ("kl_mask", True),
     "kl_mask_mode": ("kl_mask", True),
@@ -104,11 +107,11 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="training rewards clipped to [-1, 1] (abs_one), divided by a running standard deviation of the "
              "discounted return (normalize: SB3's VecNormalize) or as they come (none); the evaluator always "
              "scores raw rewards; auto: abs_one for Atari and retro games, none for classic control")
-    add("--box-actions", default="clip", choices=["clip", "tanh"],
+    add("--box-actions", default=BOX_ONLY_FLAGS["box_actions"], choices=list(BOX_ACTIONS),
         help="Box action spaces: the Gaussian's samples go to the environment clipped to the bounds (clip) or "
              "squashed by tanh (tanh: its entropy is then that of the squashed actions, which a wider Gaussian "
              "does not raise)")
-    add("--log-std-init", type=float, default=0.0,
+    add("--log-std-init", type=float, default=BOX_ONLY_FLAGS["log_std_init"],
         help="Box action spaces: the Gaussian's log standard deviation at the start of a fresh run, the same for "
              "every dimension (SB3's log_std_init; 0: std 1, half the [-1, 1] range; it must lie in [-5, 2], "
              "the log-std's bounds)")
@@ -509,10 +512,6 @@ def check_backend(args: argparse.Namespace) -> None:
                          f"pip install -r requirements-ray.txt") from None
 
 
-# flags only a Box of actions reads, with their defaults
-BOX_ONLY_FLAGS = {"box_actions": "clip", "log_std_init": 0.0}
-
-
 def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> tuple[EnvSettings, dict, int | float]:
     """Resolve the environment: its settings, the network's metadata, frames per step (``given``: the flags typed
     now). Raises on bad input."""
@@ -530,8 +529,8 @@ def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> 
         value = getattr(args, flag)
         if policy == "categorical" and (flag in given or value != BOX_ONLY_FLAGS[flag]):
             raise BadInput(f"{option(flag)} {value} is for Box action spaces; {args.env} has Discrete actions")
-    if args.box_actions == "tanh":
-        policy = "tanh_gaussian"
+    if policy != "categorical":
+        policy = BOX_ACTIONS[args.box_actions]
     name = choose_model(args.model, obs_shape)
     if args.obs_norm and name not in VECTOR_MODELS:
         raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")
