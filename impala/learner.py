@@ -117,42 +117,43 @@ def cloning_losses(batch: dict[str, torch.Tensor], logits: torch.Tensor, values:
 
 
 def current_view(model: torch.nn.Module, part: dict[str, torch.Tensor], device: torch.device | str,
-                 dist_function: str, bf16: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """What the current network makes of stored unrolls, ``[k, T, X]``: its logits for ``kl_div``, else the
-    features its heads read; and the same for the state each unroll ends in, ``[k, X]`` (attentive sampling).
-    With ``bf16`` under bfloat16 autocast, the precision the actors stored theirs in."""
+                 dist_function: str, bf16: bool = False) -> torch.Tensor:
+    """What the current network makes of the ``t`` observations of unrolls ``part`` (time-major, from their stored
+    recurrent state), ``[k, t, X]``: its logits for ``kl_div``, else the features its heads read. With ``bf16``
+    under bfloat16 autocast, the precision the actors stored theirs in."""
     state = (part["hx"].to(device), part["cx"].to(device))
     with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
         _, logits, _, features = model.unroll(part["obs"].to(device), state, part["dones"].to(device),
                                               with_features=True)
-    seen = (logits if dist_function == "kl_div" else features).float().cpu()
-    return seen[:-1].transpose(0, 1), seen[-1]
+    return (logits if dist_function == "kl_div" else features).float().cpu().transpose(0, 1)
 
 
 def replay_scores(replay: ReplayBuffer, model: torch.nn.Module, device: torch.device | str,
                   fresh: dict[str, torch.Tensor], bf16: bool = False) -> tuple[Score | None, Score | None]:
     """The scoring functions (slots -> distances, smaller = closer) a replay's strategies rank by, or None:
-    ``elite`` compares what the current network makes of a stored unroll with what the acting network made of it
-    (its logits or features, stored at acting time); ``attentive`` compares it with where the agent is now, the
-    newest fresh unroll's last state (its view broadcast over the unroll's steps)."""
+    ``elite`` compares what the current network makes of a stored unroll's steps with what the acting network made
+    of them (its logits or features, stored at acting time); ``attentive`` compares it with where the agent is now,
+    the newest fresh unroll's last state (its view broadcast over the unroll's steps). Both look at the first
+    ``score_steps`` steps of each unroll (all of them by default)."""
     spec = replay.spec
     if spec["type"] != "custom" or not (spec["sample_strategy"] or spec["insert_strategy"]):
         return None, None
-    name, p = spec["dist_function"], spec["p"]
+    name, p, steps = spec["dist_function"], spec["p"], spec.get("score_steps")
     stored_key = "logits" if name == "kl_div" else "features"
+
+    def view(part):  # the current network's view of the stored steps: the observations after them are not read
+        return current_view(model, {**part, "obs": part["obs"][:-1]}, device, name, bf16)
 
     @torch.no_grad()
     def elite(slots):
-        part = replay.take(slots)
-        current, _ = current_view(model, part, device, name, bf16)
-        return distance(name, current, part[stored_key].transpose(0, 1), p, model.policy)
+        part = replay.take(slots, steps)
+        return distance(name, view(part), part[stored_key].transpose(0, 1), p, model.policy)
 
     @torch.no_grad()
     def attentive(slots):
-        _, now = current_view(model, {k: v[:, -1:] if k not in ("hx", "cx") else v[-1:] for k, v in fresh.items()},
-                              device, name, bf16)
-        current, _ = current_view(model, replay.take(slots), device, name, bf16)
-        return distance(name, current, now.unsqueeze(1), p, model.policy)
+        newest = {key: value[-1:] if key in ("hx", "cx") else value[:, -1:] for key, value in fresh.items()}
+        now = current_view(model, newest, device, name, bf16)[:, -1]
+        return distance(name, view(replay.take(slots, steps)), now.unsqueeze(1), p, model.policy)
 
     sample = attentive if spec["sample_strategy"] == "attentive_sampling" else elite
     return sample, elite

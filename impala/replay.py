@@ -21,7 +21,9 @@ Replay kinds, as elite_buffer_vtrace names them (its README and ``parameter_sche
 Where this differs from elite_buffer_vtrace, on purpose: ``cos_dist`` is ``1 - cosine similarity``, a distance
 (its code ranked the similarity as if it were one, so elite sampling picked the most drifted unrolls); candidates
 are distinct slots, so strategy 3 cannot loop for ever waiting for a sample count that no candidate has, and a
-buffer of exactly ``count`` slots works; ratios are compared with a tolerance (it rejected 0.6, 0.3, 0.1).
+buffer of exactly ``count`` slots works; ratios are compared with a tolerance (it rejected 0.6, 0.3, 0.1). Added:
+``score_steps`` k ranks by each unroll's first k steps only (every step by default), a k-th of the scoring
+forwards' cost (on a CPU they cost as much as the learner's training: BENCHMARKS.md).
 
 The buffers are shared-memory tensors allocated once by the supervisor (they outlive a replaced learner), with
 the unroll slots' layout plus per-unroll features, sample counts and insertion step; the learner is their only
@@ -265,9 +267,10 @@ class ReplayBuffer(UnrollSlots):
         self.sample_count[picks] += 1
         return picks
 
-    def take(self, slots: torch.Tensor | list[int]) -> dict[str, torch.Tensor]:
-        """The unrolls in ``slots``, time-major as ``UnrollStore.take`` gives them (they stay stored)."""
-        return self.read(slots)
+    def take(self, slots: torch.Tensor | list[int], steps: int | None = None) -> dict[str, torch.Tensor]:
+        """The unrolls in ``slots``, time-major as ``UnrollStore.take`` gives them (they stay stored); with
+        ``steps``, their first ``steps`` steps."""
+        return self.read(slots, steps)
 
 
 def concat(batches: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

@@ -97,19 +97,22 @@ class UnrollSlots:
         if self.features.shape[-1]:
             self.features[slot] = unroll["features"]
 
-    def read(self, slots: torch.Tensor | list[int]) -> dict[str, torch.Tensor]:
+    def read(self, slots: torch.Tensor | list[int], steps: int | None = None) -> dict[str, torch.Tensor]:
         """The unrolls in ``slots``, time-major: ``[T + 1, n, ...]`` observations, ``[K, n, ...]`` final ones,
-        ``[T, n, ...]`` the rest, ``[n, H]`` states (copies: indexing with a list of slots copies)."""
-        dones, obs = self.dones[slots].t(), self.obs[slots].transpose(0, 1)
+        ``[T, n, ...]`` the rest, ``[n, H]`` states (copies: indexing with a list of slots copies); with ``steps``
+        only their first ``steps`` steps (``[steps + 1, n, ...]`` observations, ``[steps, n, ...]`` the rest)."""
+        T = self.dones.shape[1] if steps is None else steps
+        dones = self.dones[slots, :T].t()
+        obs = self.obs[slots, :T + self.frame_stack].transpose(0, 1)
         if self.frame_stack > 1:
             obs = unpack_frames(obs, dones, self.frame_stack)
-        batch = {"obs": obs, "actions": self.actions[slots].transpose(0, 1),
-                 "rewards": self.rewards[slots].t(), "dones": dones,
-                 "truncated": self.truncated[slots].t(), "final_obs": self.final_obs[slots].transpose(0, 1),
-                 "logits": self.logits[slots].transpose(0, 1), "values": self.values[slots].t(),
+        batch = {"obs": obs, "actions": self.actions[slots, :T].transpose(0, 1),
+                 "rewards": self.rewards[slots, :T].t(), "dones": dones,
+                 "truncated": self.truncated[slots, :T].t(), "final_obs": self.final_obs[slots].transpose(0, 1),
+                 "logits": self.logits[slots, :T].transpose(0, 1), "values": self.values[slots, :T].t(),
                  "hx": self.hx[slots], "cx": self.cx[slots]}
         if self.features.shape[-1]:
-            batch["features"] = self.features[slots].transpose(0, 1)
+            batch["features"] = self.features[slots, :T].transpose(0, 1)
         return batch
 
 

@@ -20,7 +20,7 @@ ELITE_STRATEGIES = ("strategy1", "strategy2", "strategy3", "strategy4")
 # ranks exactly the picks: sampling stays uniform); lambda only matters with a sample_strategy
 CUSTOM_DEFAULTS = {"dist_function": None, "p": 2, "sample_strategy": None, "insert_strategy": None,
                    "lambda_batch_multiplier": 6, "alfa_annealing_factor": 1.0, "elite_sampling_strategy": "strategy3",
-                   "elite_batch_size": 20}
+                   "elite_batch_size": 20, "score_steps": None}
 # A custom replay's keys that only another of its settings reads: key -> (what reads it, whether the spec has it)
 READ_ONLY_WITH = {
     "dist_function": ("a sample_strategy or an insert_strategy (without either, a custom replay is a standard one)",
@@ -29,6 +29,8 @@ READ_ONLY_WITH = {
     "lambda_batch_multiplier": ("a sample_strategy", lambda spec: spec["sample_strategy"]),
     "alfa_annealing_factor": ("a sample_strategy", lambda spec: spec["sample_strategy"]),
     "elite_sampling_strategy": ("a sample_strategy", lambda spec: spec["sample_strategy"]),
+    "score_steps": ("a sample_strategy or an insert_strategy",
+                    lambda spec: spec["sample_strategy"] or spec["insert_strategy"]),
     "elite_batch_size": ('"insert_strategy": "elite_insertion"',
                          lambda spec: spec["insert_strategy"] == "elite_insertion"),
 }
@@ -107,6 +109,10 @@ def _check_custom(index, spec):
     size = spec["elite_batch_size"]
     if not _is_int(size) or size < 1:
         raise entry_error(index, spec, "'elite_batch_size'", f"must be a whole number >= 1, got {json.dumps(size)}")
+    steps = spec["score_steps"]
+    if steps is not None and (not _is_int(steps) or steps < 1):
+        raise entry_error(index, spec, "'score_steps'", f"must be a whole number >= 1 (or null: every step), got "
+                                                        f"{json.dumps(steps)}")
     if spec["insert_strategy"] == "elite_insertion" and size > spec["capacity"]:
         raise entry_error(index, spec, "'elite_batch_size'", f"{size} is above the capacity {spec['capacity']}")
 

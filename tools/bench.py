@@ -14,12 +14,13 @@ In one run and one process tree it measures
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
 straightforward one-env-per-worker loop). A configuration is
-``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite][:running|:scale]`` (``impala``:
-IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping environments;
-``server``: with ``--inference server``; ``replay``: IMPALA with ``REPLAYS["replay"]``, half of each batch fresh and
-half replayed uniformly; ``elite``: the same with elite sampling, strategy 3, lambda 6 (not annealed in a bench run);
-``batched``: A3G's ``--train-forward batched``; ``running``/``scale``: that ``--frame-norm`` instead of the default,
-frame; the emulator ceiling is always the default pipeline's, uint8 frames).
+``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite|:eliteN][:running|:scale]``
+(``impala``: IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping
+environments; ``server``: with ``--inference server``; ``replay``: IMPALA with ``REPLAYS["replay"]``, half of
+each batch fresh and half replayed uniformly; ``elite``: the same with elite sampling, strategy 3, lambda 6 (not
+annealed in a bench run); ``eliteN``, e.g. ``elite5``: that scoring the first N steps of each candidate
+(``score_steps``) instead of all; ``batched``: A3G's ``--train-forward batched``; ``running``/``scale``: that
+``--frame-norm`` instead of the default, frame; the emulator ceiling is always the default pipeline's, uint8 frames).
 """
 
 import argparse
@@ -69,12 +70,23 @@ def parse_config(text: str) -> dict:
     """A ``--configs`` entry (``model:envs_per_worker[:token...]``) as the settings of one measured configuration."""
     parts = text.split(":")
     model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
+    scored = [part for part in parts[2:] if part.startswith("elite") and part[len("elite"):].isdigit()]
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
             "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
             "train_forward": "batched" if "batched" in parts[2:] else "stepped",
             "inference": "server" if "server" in parts[2:] else "local",
-            "replay": next((kind for kind in REPLAYS if kind in parts[2:]), None),
+            "replay": next((kind for kind in REPLAYS if kind in parts[2:]), "elite" if scored else None),
+            "score_steps": int(scored[0][len("elite"):]) if scored else None,
             "frame_norm": next((norm for norm in ("running", "scale") if norm in parts[2:]), "frame")}
+
+
+def replay_parameters(config: dict) -> str:
+    """The ``--replay-parameters`` of a configuration with a replay token (``REPLAYS``, plus ``eliteN``'s
+    ``score_steps``)."""
+    entries = json.loads(REPLAYS[config["replay"]])
+    if config.get("score_steps"):
+        entries[1]["score_steps"] = config["score_steps"]
+    return json.dumps(entries)
 
 
 def emulator_worker(env_id: str, frame_size: int, frame_stack: int, seconds: float, seed: int,
@@ -176,7 +188,7 @@ def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds
     if config["algo"] == "impala":  # each algorithm takes only its own flags
         argv += ["--inference", config["inference"]]
         if config.get("replay"):
-            argv += ["--replay-parameters", REPLAYS[config["replay"]]]
+            argv += ["--replay-parameters", replay_parameters(config)]
     else:
         argv += ["--train-forward", config["train_forward"]]
     args, settings, meta, _, _ = validate(argv)
@@ -217,7 +229,7 @@ def main() -> int:
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--configs", nargs="+", default=STANDARD,
-                   help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite]"
+                   help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite|:eliteN]"
                         "[:running|:scale] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")

@@ -69,6 +69,9 @@ def test_real_games_stacks_come_back_exactly_through_a_replay():
                          "cx": torch.zeros(0)})
     batch = replay.read([0, 1, 2, 3])
     assert batch["obs"].dtype == torch.uint8 and torch.equal(batch["obs"], torch.from_numpy(obs))
+    first = replay.read([0, 1, 2, 3], steps=9)  # the first steps only (elite scoring's score_steps)
+    assert torch.equal(first["obs"], torch.from_numpy(obs[:10])) and torch.equal(first["dones"], batch["dones"][:9])
+    assert first["logits"].shape == (9, 4, 4) and first["final_obs"].shape == batch["final_obs"].shape
 
 
 def test_a_thousand_pong_unrolls_fit_in_a_fifth_of_a_gigabyte():

@@ -107,6 +107,37 @@ def test_elite_score_uses_the_current_network_against_stored_features():
     assert torch.isclose(in_bf16[2], scores[2], rtol=0.05)
 
 
+def test_score_steps_ranks_by_the_first_steps_only():
+    """``score_steps`` k: the elite distance over the first k steps of each unroll (what drifted later is not
+    seen), and the same as the whole unroll's at k = T."""
+    T = 4
+    text = ('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "custom", "capacity": 4, '
+            '"sample_ratio": 0.5, "dist_function": "ln_norm", "sample_strategy": "elite_sampling", '
+            '"lambda_batch_multiplier": 2, "elite_sampling_strategy": "strategy1"%s}]')
+    torch.manual_seed(2)
+    meta = model_meta("mlplstm", [3], 2, 8)
+    model = build_model(meta)
+    batch = fake_batch(T, 4, 3, 2, hidden=8)
+    batch["dones"][1, 1] = 1.0  # an episode starts inside unroll 1's first steps: the state is cut there too
+    _, _, _, features = model.unroll(batch["obs"], (batch["hx"], batch["cx"]), batch["dones"], with_features=True)
+    batch["features"] = features[:-1].detach()
+    batch["features"][:2, 2] += 0.5  # unroll 2 drifted in its first two steps
+    batch["features"][2:, 3] += 1.0  # unroll 3 only after them
+    scores = {}
+    for steps in (None, 2, T):
+        spec = replay_specs(text % ("" if steps is None else f', "score_steps": {steps}'), 4)[1]
+        replay = ReplayBuffer(spec, T, [3], 2, 8, feature_size(meta))
+        g = torch.Generator().manual_seed(0)
+        for j in range(4):
+            replay.put(replay.insert_slot(g), column(batch, j), 1)
+        scores[steps] = replay_scores(replay, model, "cpu", batch)[1](torch.arange(4))
+    whole, first = scores[None], scores[2]
+    assert whole[0] < 1e-5 and whole[1] < 1e-5 and first[0] < 1e-5 and first[1] < 1e-5
+    assert torch.isclose(whole[3], torch.tensor(1.0 * (2 * 8) ** 0.5), atol=1e-4) and first[3] < 1e-5
+    assert torch.isclose(first[2], torch.tensor(0.5 * (2 * 8) ** 0.5), atol=1e-4)
+    torch.testing.assert_close(scores[T], whole)
+
+
 def test_loss_with_the_mask():
     args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01)
     T, n = 4, 3
