@@ -53,10 +53,14 @@ def init_heads(actor_linear: "nn.Linear | GaussianHead", critic_linear: nn.Linea
     critic_linear.bias.data.zero_()
 
 
+LOG_STDS = ("shared", "state")  # a Gaussian's log-stds: one parameter per dimension, or a function of the state
+
+
 class GaussianHead(nn.Module):
     """A diagonal Gaussian's parameters for ``d`` action dimensions: the means from the features (a linear layer,
     ``weight``/``bias`` as the categorical head's), the log standard deviations a parameter of their own, the same
-    in every state (SB3's and the PPO paper's choice for continuous control), starting at 0 (std 1, half the
+    in every state (SB3's and the PPO paper's choice for continuous control; ``make_state_dependent`` for
+    log-stds that depend on the state), starting at 0 (std 1, half the
     ``[-1, 1]`` action range; ``--log-std-init``: ``set_log_std``). Returns ``[..., 2d]``. The log-std the policy
     uses is held in [-5, 2]; the clamp passes its gradient through (straight-through), so a log-std pushed past a
     bound (by the entropy bonus, say) still feels the policy gradient at the bound and can come back, where a plain
@@ -69,17 +73,29 @@ class GaussianHead(nn.Module):
         self.weight = nn.Parameter(torch.empty(dim, feature_size))
         self.bias = nn.Parameter(torch.zeros(dim))
         self.log_std = nn.Parameter(torch.zeros(dim))
+        self.log_std_weight: nn.Parameter | None = None
         nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
+
+    def make_state_dependent(self) -> None:
+        """``--log-std state`` (a3c_continuous's and Sample Factory's ``adaptive_stddev`` way): the log-stds become
+        a linear function of the features, ``log_std_weight`` (starting at 0, so the first policy is the same in
+        every state) with ``log_std`` as its bias; the same bounds."""
+        self.log_std_weight = nn.Parameter(torch.zeros_like(self.weight))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean = F.linear(x, self.weight, self.bias)
-        log_std = self.log_std + (self.log_std.clamp(*self.LOG_STD_RANGE) - self.log_std).detach()
+        if self.log_std_weight is None:
+            log_std = self.log_std
+        else:
+            log_std = F.linear(x, self.log_std_weight, self.log_std)
+        log_std = log_std + (log_std.clamp(*self.LOG_STD_RANGE) - log_std).detach()
         return torch.cat([mean, log_std.to(mean.dtype).expand_as(mean)], -1)
 
 
 def set_log_std(model: nn.Module, value: float) -> None:
     """Start a Gaussian policy's log standard deviations at ``value`` (``--log-std-init``; a fresh model's only: a
-    resumed or loaded one keeps its own). A categorical policy has none: nothing to do."""
+    resumed or loaded one keeps its own; with ``--log-std state``, the bias of their layer, whose weight starts at
+    0). A categorical policy has none: nothing to do."""
     if isinstance(model.actor_linear, GaussianHead):
         with torch.no_grad():
             model.actor_linear.log_std.fill_(value)
@@ -395,14 +411,15 @@ VECTOR_MODELS = ("mlplstm", "mlp")
 
 
 def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_size: int, policy: str = "categorical",
-               obs_norm: bool = False, uint8: bool = False, frame_norm: str = "frame") -> dict:
+               obs_norm: bool = False, uint8: bool = False, frame_norm: str = "frame", log_std: str = "shared") -> dict:
     """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
     ``hidden_size`` is the recurrent state's size: feed-forward networks store 0, whatever the flag says; ``mlp``
     stores the flag as its layers' ``width``. ``num_actions`` is the number of actions, or a Box's dimensions for
     ``policy="gaussian"`` or ``"tanh_gaussian"``; ``obs_norm`` (vector networks only) adds ``ObsNorm``. Both are
     stored only where they differ from the default, so a file written before them describes the same network; so
     are ``uint8`` (the observations are uint8 frames: ``obs_dtype``) and how the network normalises them
-    (``frame_norm``, ``pixels``), which a file written before them never had."""
+    (``frame_norm``, ``pixels``), which a file written before them never had, and a Gaussian's ``log_std``
+    (``LOG_STDS``: "state" where the log-stds are a function of the features)."""
     meta = {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
             "hidden_size": int(hidden_size) if name in RECURRENT_MODELS else 0}
     if name == "mlp":
@@ -413,6 +430,8 @@ def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_siz
         meta["obs_norm"] = True
     if uint8:
         meta["obs_dtype"], meta["frame_norm"] = "uint8", frame_norm
+    if log_std != "shared" and policy in GAUSSIANS:
+        meta["log_std"] = log_std
     return meta
 
 
@@ -428,6 +447,7 @@ def describe_network(meta: dict) -> str:
     if meta.get("policy") in GAUSSIANS:
         text += f", Gaussian policy over {meta['num_actions']} dimension(s)"
         text += ", squashed by tanh" if meta["policy"] == "tanh_gaussian" else ""
+        text += ", log-std from the state" if meta.get("log_std") == "state" else ""
     return text + (", normalised observations" if meta.get("obs_norm") else "")
 
 
@@ -456,12 +476,18 @@ def build_model(meta: dict) -> RecurrentActorCritic | FeedForwardActorCritic:
         raise BadInput(f"unknown model {meta.get('model')!r}; known: {', '.join(MODELS)}")
     if meta.get("policy", "categorical") not in ("categorical",) + GAUSSIANS:
         raise BadInput(f"unknown policy {meta.get('policy')!r}; known: categorical, {', '.join(GAUSSIANS)}")
+    if meta.get("log_std", "shared") not in LOG_STDS or (meta.get("log_std") and meta.get("policy") not in GAUSSIANS):
+        raise BadInput(f"unknown log-std {meta.get('log_std')!r} for policy {meta.get('policy', 'categorical')!r}; "
+                       f"known: {', '.join(LOG_STDS)}, for {', '.join(GAUSSIANS)}")
     size = meta["width"] if meta["model"] == "mlp" else meta["hidden_size"]
     extra = {"obs_norm": True} if meta.get("obs_norm") else {}
     if meta.get("frame_norm"):
         extra["frame_norm"] = meta["frame_norm"]
-    return MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], size, meta.get("policy", "categorical"),
-                                 **extra)
+    model = MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], size, meta.get("policy", "categorical"),
+                                  **extra)
+    if meta.get("log_std") == "state":
+        model.actor_linear.make_state_dependent()
+    return model
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -89,6 +89,9 @@ def check_compatible(data: dict, path: str, env_id: str, meta: dict) -> None:
     if saved_policy != policy and saved_policy in flag and policy in flag:
         raise BadInput(f"{path} was trained with --box-actions {flag[saved_policy]}: give --box-actions "
                        f"{flag[saved_policy]}")
+    saved_log_std, log_std = saved_meta.get("log_std", "shared"), meta.get("log_std", "shared")
+    if saved_log_std != log_std and saved_policy == policy and policy in flag:
+        raise BadInput(f"{path} was trained with --log-std {saved_log_std}: give --log-std {saved_log_std}")
     if not same_network(saved_meta, meta):
         raise BadInput(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")
 

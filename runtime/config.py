@@ -36,7 +36,7 @@ from envs.environment import (
     policy_kind,
 )
 from envs.frames import FORMER_FRAME_NORM, FRAME_NORMS
-from model import FRAME_FORMAT, VECTOR_MODELS, GaussianHead, choose_model, model_meta
+from model import FRAME_FORMAT, LOG_STDS, VECTOR_MODELS, GaussianHead, choose_model, model_meta
 from runtime.checkpoints import check_compatible, load_checkpoint
 from runtime.defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
 from runtime.replay_spec import DEFAULT_REPLAY_PARAMETERS, check_keys_read, entry_error, replay_specs
@@ -53,7 +53,7 @@ ALGO_FLAGS = {
 # Flags that only another setting reads: given without it, each would be recorded in args.json and change nothing.
 # flag -> (the setting that reads it, the value it reads it with; None: only without that setting)
 # flags only a Box of actions reads, with their defaults (environment_setup refuses them for Discrete actions)
-BOX_ONLY_FLAGS = {"box_actions": "clip", "log_std_init": 0.0}
+BOX_ONLY_FLAGS = {"box_actions": "clip", "log_std": "shared", "log_std_init": 0.0}
 READ_ONLY_WITH = {
     "kl_threshold": ("kl_mask", True),
     "kl_mask_mode": ("kl_mask", True),
@@ -111,6 +111,10 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="Box action spaces: the Gaussian's samples go to the environment clipped to the bounds (clip) or "
              "squashed by tanh (tanh: its entropy is then that of the squashed actions, which a wider Gaussian "
              "does not raise)")
+    add("--log-std", default=BOX_ONLY_FLAGS["log_std"], choices=list(LOG_STDS),
+        help="Box action spaces: the Gaussian's log standard deviations are parameters of their own, the same in "
+             "every state (shared: SB3's and PPO's way), or a linear function of the network's features (state: "
+             "a3c_continuous's way), starting the same in every state")
     add("--log-std-init", type=float, default=BOX_ONLY_FLAGS["log_std_init"],
         help="Box action spaces: the Gaussian's log standard deviation at the start of a fresh run, the same for "
              "every dimension (SB3's log_std_init; 0: std 1, half the [-1, 1] range; it must lie in [-5, 2], "
@@ -538,7 +542,8 @@ def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> 
     name = choose_model(args.model, obs_shape)
     if args.obs_norm and name not in VECTOR_MODELS:
         raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")
-    meta = model_meta(name, obs_shape, num_actions, args.hidden_size, policy, args.obs_norm, uint8, args.frame_norm)
+    meta = model_meta(name, obs_shape, num_actions, args.hidden_size, policy, args.obs_norm, uint8, args.frame_norm,
+                      args.log_std)
     return settings, meta, frames_per_step(args.env, args.skip_rate)
 
 

@@ -147,6 +147,57 @@ def test_squashed_actions_reach_the_environment_inside_the_bounds(algo, tmp_path
     assert "mean 10.00" in played.stdout + played.stderr
 
 
+@pytest.mark.parametrize("name", ["mlp", "mlplstm", "nature"])
+def test_a_state_dependent_log_std_starts_the_same_everywhere_and_learns_per_state(name):
+    """--log-std state: the log-stds are a linear function of the features, starting at the shared value in every
+    state (weight 0, ``set_log_std`` sets the bias); a gradient step makes them differ between states; held in
+    the same bounds; the model's description says so and its state dict rebuilds from its meta."""
+    from model import describe_network, set_log_std
+
+    torch.manual_seed(0)
+    meta = model_meta(name, SHAPES[name], 2, 32, "gaussian", log_std="state")
+    assert meta["log_std"] == "state" and "log-std from the state" in describe_network(meta)
+    assert "log_std" not in model_meta(name, SHAPES[name], 2, 32, "gaussian")  # the default is not stored
+    model = build_model(meta)
+    set_log_std(model, -1.0)
+    obs = torch.rand(4, *SHAPES[name])
+    params = model(obs, model.initial_state(4))[1]
+    assert torch.allclose(params[:, 2:], torch.full((4, 2), -1.0))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    model.policy.log_prob(params, torch.full((4, 2), 1.0)).sum().neg().backward()  # far actions: widen
+    optimizer.step()
+    after = model(obs, model.initial_state(4))[1][:, 2:]
+    assert (after > -1.0).all() and after.std(0).max() > 1e-4  # wider, and no longer the same in every state
+    with torch.no_grad():
+        model.actor_linear.log_std.fill_(9.0)
+    assert torch.equal(model(obs, model.initial_state(4))[1][:, 2:], torch.full((4, 2), 2.0))  # the upper bound
+    rebuilt = build_model(meta)
+    rebuilt.load_state_dict(model.state_dict())
+    assert "actor_linear.log_std_weight" in model.state_dict()
+
+
+def test_a_run_with_a_state_dependent_log_std_and_its_refusals(tmp_path):
+    """A short MountainCarContinuous run with --log-std state saves a model gym_eval plays; resuming it without
+    the flag names the flag; the flag on Discrete actions is refused."""
+    from runtime.checkpoints import check_compatible
+
+    result = run_main("--env", "MountainCarContinuous-v0", "--workers", "1", "--no-tensorboard-logger",
+                      "--log-std", "state", "--max-frames", "400", *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert saved["model_meta"]["log_std"] == "state" and "actor_linear.log_std_weight" in saved["state_dict"]
+    played = subprocess.run([sys.executable, "gym_eval.py", "--env", "MountainCarContinuous-v0", "--model-path",
+                             str(tmp_path / "run" / "checkpoint.pt"), "--num-episodes", "1", "--max-episode-length",
+                             "50"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert played.returncode == 0, played.stderr[-2000:]
+    from core.errors import BadInput
+    with pytest.raises(BadInput, match="trained with --log-std state: give --log-std state$"):
+        shared = {key: value for key, value in saved["model_meta"].items() if key != "log_std"}
+        check_compatible(saved, "m.pt", "MountainCarContinuous-v0", shared)
+    assert_bad_input(run_main("--env", "CartPole-v1", "--log-std", "state", "--max-frames", "100",
+                              *out_dirs(tmp_path, "other"), timeout=120), "--log-std state", "Box")
+
+
 def test_squashed_actions_are_for_box_spaces(tmp_path):
     result = run_main("--env", "CartPole-v1", "--box-actions", "tanh", "--max-frames", "100", *out_dirs(tmp_path),
                       timeout=120)
