@@ -5,10 +5,11 @@
                                               # FOLDER: docs/replay_runs (the default) or sweeps/replay
 
 Per configuration (A no replay, B queue 0.5 + standard 0.5, C B with --kl-mask, D queue 0.5 + elite sampling,
-strategy 3): the runs found, the median and worst evaluator running mean at 2M frames (the last game at or before
-it), each run's frames/s (frames over wall seconds, start-up included), and the share of the learner's steps the
-trust region masked (C). A run that has not reached 2M frames yet is not counted. Runs whose folders were lost with
-their machine count from FOLDER/lost.json (their figures as recorded at the time, marked * in the table).
+strategy 3, E D with "score_steps": 5): the runs found, the median and worst evaluator running mean at 2M frames
+(the last game at or before it), each run's frames/s (frames over wall seconds, start-up included), and the share of
+the learner's steps the trust region masked (C). A run that has not reached 2M frames yet is not counted. Runs whose
+folders were lost with their machine count from FOLDER/lost.json (their figures as recorded at the time, marked * in
+the table).
 """
 
 import glob
@@ -25,14 +26,14 @@ from tools.plot import read_progress  # noqa: E402
 BUDGET = 2_000_000
 LEVELS = (0, 10, 18)  # running means for milestones.md
 NAMES = {"A": "no replay", "B": "queue 0.5 + standard 0.5", "C": "B with --kl-mask",
-         "D": "queue 0.5 + elite sampling (strategy 3)"}
+         "D": "queue 0.5 + elite sampling (strategy 3)", "E": "D scoring 5 of each unroll's 20 steps"}
 
 
 def load(folder):
     """{config: [run, ...]}, the finished runs by seed, each a dict with its seed, return at the budget, frames/s,
     masked fraction (None unless --kl-mask) and progress columns (None for a lost run)."""
     runs = {}
-    for found in sorted(glob.glob(os.path.join(folder, "[A-D]-s*"))):
+    for found in sorted(glob.glob(os.path.join(folder, "[A-E]-s*"))):
         config, seed = os.path.basename(found).split("-s")
         path = os.path.join(found, "run1") if os.path.isdir(os.path.join(found, "run1")) else found
         summary_path = os.path.join(path, "summary.json")
