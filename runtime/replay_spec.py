@@ -29,8 +29,6 @@ READ_ONLY_WITH = {
     "lambda_batch_multiplier": ("a sample_strategy", lambda spec: spec["sample_strategy"]),
     "alfa_annealing_factor": ("a sample_strategy", lambda spec: spec["sample_strategy"]),
     "elite_sampling_strategy": ("a sample_strategy", lambda spec: spec["sample_strategy"]),
-    "score_steps": ("a sample_strategy or an insert_strategy",
-                    lambda spec: spec["sample_strategy"] or spec["insert_strategy"]),
     "elite_batch_size": ('"insert_strategy": "elite_insertion"',
                          lambda spec: spec["insert_strategy"] == "elite_insertion"),
 }
