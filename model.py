@@ -53,20 +53,23 @@ def init_heads(actor_linear: "nn.Linear | GaussianHead", critic_linear: nn.Linea
     critic_linear.bias.data.zero_()
 
 
-LOG_STDS = ("shared", "state")  # a Gaussian's log-stds: one parameter per dimension, or a function of the state
+# a Gaussian's log-stds: one parameter per dimension, a linear function of the state, or gSDE's (state-dependent
+# exploration: ``GaussianHead.make_sde``, ``ExplorationNoise``)
+LOG_STDS = ("shared", "state", "sde")
 
 
 class GaussianHead(nn.Module):
     """A diagonal Gaussian's parameters for ``d`` action dimensions: the means from the features (a linear layer,
     ``weight``/``bias`` as the categorical head's), the log standard deviations a parameter of their own, the same
     in every state (SB3's and the PPO paper's choice for continuous control; ``make_state_dependent`` for
-    log-stds that depend on the state), starting at 0 (std 1, half the
+    log-stds that depend on the state, ``make_sde`` for gSDE's), starting at 0 (std 1, half the
     ``[-1, 1]`` action range; ``--log-std-init``: ``set_log_std``). Returns ``[..., 2d]``. The log-std the policy
     uses is held in [-5, 2]; the clamp passes its gradient through (straight-through), so a log-std pushed past a
     bound (by the entropy bonus, say) still feels the policy gradient at the bound and can come back, where a plain
     clamp's zero gradient would leave it stuck there for good."""
 
     LOG_STD_RANGE = (-5.0, 2.0)
+    SDE_FLOOR = 1e-8  # added to gSDE's variance: features all 0 give a log-std of -9.2 (then the bound, -5)
 
     def __init__(self, feature_size: int, dim: int):
         super().__init__()
@@ -74,6 +77,7 @@ class GaussianHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(dim))
         self.log_std = nn.Parameter(torch.zeros(dim))
         self.log_std_weight: nn.Parameter | None = None
+        self.sde = False
         nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
 
     def make_state_dependent(self) -> None:
@@ -82,9 +86,24 @@ class GaussianHead(nn.Module):
         every state) with ``log_std`` as its bias; the same bounds."""
         self.log_std_weight = nn.Parameter(torch.zeros_like(self.weight))
 
+    def make_sde(self) -> None:
+        """``--log-std sde``, generalized state-dependent exploration (gSDE: Raffin et al. 2021, SB3's
+        ``use_sde``): an action's noise is ``z E``, the features ``z`` (detached: the noise does not train the
+        torso) times a matrix ``E`` of independent normals whose log-stds are ``log_std`` (``[d, features]``,
+        every entry starting at ``--log-std-init``). ``ExplorationNoise`` draws ``E`` once per rollout, so
+        the noise changes smoothly with the state instead of afresh every step. Each step's action is then a
+        diagonal Gaussian around the mean with ``var_j = sum_i z_i^2 exp(2 log_std[j, i])``: this head returns
+        that log-std, so log-probabilities, entropies, V-trace and the KL terms are the diagonal Gaussian's."""
+        self.log_std = nn.Parameter(torch.zeros_like(self.weight))
+        self.sde = True
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean = F.linear(x, self.weight, self.bias)
-        if self.log_std_weight is None:
+        if self.sde:
+            with torch.autocast(x.device.type, enabled=False):  # float32 under --bf16 too
+                variance = F.linear(x.detach().float().pow(2), torch.exp(2 * self.log_std.float()))
+                log_std = 0.5 * torch.log(variance + self.SDE_FLOOR)
+        elif self.log_std_weight is None:
             log_std = self.log_std
         else:
             log_std = F.linear(x, self.log_std_weight, self.log_std)
@@ -92,10 +111,44 @@ class GaussianHead(nn.Module):
         return torch.cat([mean, log_std.to(mean.dtype).expand_as(mean)], -1)
 
 
+class ExplorationNoise:
+    """gSDE's sampling for one worker's ``batch`` environments (``--log-std sde``: ``GaussianHead.make_sde``):
+    a noise matrix ``E`` per environment, ``[features, d]`` normals of std ``exp(log_std)``, drawn by ``resample``
+    (once per rollout: SB3's default ``sde_sample_freq=-1``); ``sample(logits)`` is the mean plus ``z E``, with
+    ``z`` the features of the head's latest forward (a forward hook keeps them). Within a rollout the same state
+    gets the same action, and nearby states nearby ones; over the draws of ``E`` each action is the head's
+    diagonal Gaussian (exactly, but where its log-std bound is reached)."""
+
+    def __init__(self, model: nn.Module, batch: int):
+        self.head, self.batch = model.actor_linear, batch
+        self.features: torch.Tensor | None = None
+        self.matrices: torch.Tensor | None = None
+        self.head.register_forward_hook(self._keep)
+
+    def _keep(self, module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+        self.features = inputs[0].detach().float()
+
+    def resample(self) -> None:
+        std = self.head.log_std.detach().float().exp().t()  # [features, d]
+        self.matrices = torch.randn((self.batch,) + tuple(std.shape), device=std.device) * std
+
+    def sample(self, logits: torch.Tensor) -> torch.Tensor:
+        mean = logits[..., :self.matrices.shape[-1]].float()
+        return mean + torch.bmm(self.features.unsqueeze(1), self.matrices).squeeze(1)
+
+
+def exploration_noise(model: nn.Module, batch: int) -> ExplorationNoise | None:
+    """The sampler a worker's rollouts use for ``model``: gSDE's for ``--log-std sde``, else None (the
+    distribution's own ``sample``)."""
+    head = getattr(model, "actor_linear", None)
+    return ExplorationNoise(model, batch) if isinstance(head, GaussianHead) and head.sde else None
+
+
 def set_log_std(model: nn.Module, value: float) -> None:
     """Start a Gaussian policy's log standard deviations at ``value`` (``--log-std-init``; a fresh model's only: a
     resumed or loaded one keeps its own; with ``--log-std state``, the bias of their layer, whose weight starts at
-    0). A categorical policy has none: nothing to do."""
+    0; with ``--log-std sde``, every entry of the noise matrix's log-stds). A categorical policy has none: nothing
+    to do."""
     if isinstance(model.actor_linear, GaussianHead):
         with torch.no_grad():
             model.actor_linear.log_std.fill_(value)
@@ -419,7 +472,7 @@ def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_siz
     stored only where they differ from the default, so a file written before them describes the same network; so
     are ``uint8`` (the observations are uint8 frames: ``obs_dtype``) and how the network normalises them
     (``frame_norm``, ``pixels``), which a file written before them never had, and a Gaussian's ``log_std``
-    (``LOG_STDS``: "state" where the log-stds are a function of the features)."""
+    (``LOG_STDS``: "state" where the log-stds are a function of the features, "sde" for gSDE's)."""
     meta = {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
             "hidden_size": int(hidden_size) if name in RECURRENT_MODELS else 0}
     if name == "mlp":
@@ -447,7 +500,8 @@ def describe_network(meta: dict) -> str:
     if meta.get("policy") in GAUSSIANS:
         text += f", Gaussian policy over {meta['num_actions']} dimension(s)"
         text += ", squashed by tanh" if meta["policy"] == "tanh_gaussian" else ""
-        text += ", log-std from the state" if meta.get("log_std") == "state" else ""
+        text += {"state": ", log-std from the state", "sde": ", state-dependent exploration (gSDE)"}.get(
+            meta.get("log_std"), "")
     return text + (", normalised observations" if meta.get("obs_norm") else "")
 
 
@@ -487,6 +541,8 @@ def build_model(meta: dict) -> RecurrentActorCritic | FeedForwardActorCritic:
                                   **extra)
     if meta.get("log_std") == "state":
         model.actor_linear.make_state_dependent()
+    elif meta.get("log_std") == "sde":
+        model.actor_linear.make_sde()
     return model
 
 

@@ -27,7 +27,7 @@ from core.returns import gae_advantages, nstep_returns
 from core.schedule import entropy_coef
 from core.timing import PhaseClock
 from envs.rollout_envs import RolloutEnvs, training_rewards
-from model import Replica, build_model, fast_layout
+from model import ExplorationNoise, Replica, build_model, exploration_noise, fast_layout
 from runtime.context import RunContext
 from runtime.evaluator import evaluator_role
 from runtime.processes import parent_alive, setup_child_process
@@ -62,7 +62,8 @@ Rollout = collections.namedtuple("Rollout", "log_probs entropies values rewards 
 
 def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.Tensor,
                  recurrent_state: tuple[torch.Tensor, torch.Tensor], gamma: float, device: torch.device,
-                 batched: bool = False) -> tuple[Rollout, tuple[torch.Tensor, torch.Tensor]]:
+                 batched: bool = False, noise: ExplorationNoise | None = None
+                 ) -> tuple[Rollout, tuple[torch.Tensor, torch.Tensor]]:
     """Play ``T = len(observations) - 1`` steps in every env of ``envs``, sampling actions from ``model``.
 
     ``observations`` is the ``[T + 1, B, ...]`` host buffer: row 0 holds the current observations on entry, and
@@ -76,7 +77,10 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
     forwards of ``B`` observations (the fewest multiply-adds: best on a CPU); ``batched=True`` acts without autograd
     and then recomputes the values and log-probabilities with ``model.unroll`` over all ``T x B`` observations in
     one batch (the replica's weights have not changed in between, so they are the numbers acting saw): one more
-    forward, but far fewer, larger kernels (meant for a GPU, where launches dominate; BENCHMARKS.md)."""
+    forward, but far fewer, larger kernels (meant for a GPU, where launches dominate; BENCHMARKS.md).
+
+    ``noise`` (``--log-std sde``: ``model.ExplorationNoise``) samples the actions instead of the distribution,
+    with a noise matrix per env drawn afresh at the start of the rollout."""
     num_steps, batch = observations.shape[0] - 1, observations.shape[1]
     observations_np = observations.numpy()
     policy = model.policy  # the distribution the actor head parameterises (core/policy.py)
@@ -86,11 +90,14 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
     actions = torch.zeros((num_steps, batch) + policy.action_shape, dtype=policy.action_dtype)
     values, log_probs, entropies = [], [], []
     games = 0
+    if noise is not None:
+        noise.resample()
+    sample = policy.sample if noise is None else noise.sample
     with torch.set_grad_enabled(torch.is_grad_enabled() and not batched):
         for t in range(num_steps):
             value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
             logits = logits.float()
-            action = policy.sample(logits.detach())
+            action = sample(logits.detach())
             actions[t] = action.cpu()
             if not batched:
                 values.append(value.float())
@@ -153,6 +160,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
     envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, **training_rewards(args))
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
     model.train()
+    noise = exploration_noise(model, batch)  # gSDE's sampler with --log-std sde, else None
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
     if optimizer is None:  # --no-shared-optimizer: statistics of this worker's own
         optimizer = optimizer_for(args, shared_model.parameters(), False)
@@ -184,7 +192,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
         # rollout rather than at every step (17% of the Nature network's training cost at 8 envs).
         with clock.acting(envs), autocast:
             rollout, (hx, cx) = play_rollout(model, envs, observations, (hx.detach(), cx.detach()), args.gamma,
-                                             device, batched)
+                                             device, batched, noise)
         with clock.phase("learn"):
             coef = entropy_coef(args.entropy_coef, args.entropy_decay, state.frames.value)
             loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args, coef)

@@ -113,12 +113,13 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "does not raise)")
     add("--log-std", default=BOX_ONLY_FLAGS["log_std"], choices=list(LOG_STDS),
         help="Box action spaces: the Gaussian's log standard deviations are parameters of their own, the same in "
-             "every state (shared: SB3's and PPO's way), or a linear function of the network's features (state: "
-             "a3c_continuous's way), starting the same in every state")
+             "every state (shared: SB3's and PPO's way), a linear function of the network's features (state: "
+             "a3c_continuous's way), starting the same in every state, or gSDE's state-dependent exploration (sde: "
+             "SB3's use_sde; A3G's workers draw the noise once per rollout, IMPALA's actors every step)")
     add("--log-std-init", type=float, default=BOX_ONLY_FLAGS["log_std_init"],
         help="Box action spaces: the Gaussian's log standard deviation at the start of a fresh run, the same for "
              "every dimension (SB3's log_std_init; 0: std 1, half the [-1, 1] range; it must lie in [-5, 2], "
-             "the log-std's bounds)")
+             "the log-std's bounds; with --log-std sde, that of every entry of the noise matrix)")
 
     add = p.add_argument_group('retro games').add_argument
     add("--state", nargs="+", default=None, metavar="STATE",

@@ -4,6 +4,7 @@ does not take."""
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -176,26 +177,79 @@ def test_a_state_dependent_log_std_starts_the_same_everywhere_and_learns_per_sta
     assert "actor_linear.log_std_weight" in model.state_dict()
 
 
-def test_a_run_with_a_state_dependent_log_std_and_its_refusals(tmp_path):
-    """A short MountainCarContinuous run with --log-std state saves a model gym_eval plays; resuming it without
-    the flag names the flag; the flag on Discrete actions is refused."""
+@pytest.mark.parametrize("name", ["mlp", "mlplstm"])
+def test_gsde_log_std_is_the_noise_matrix_variance_and_its_samples_have_it(name):
+    """--log-std sde (gSDE, Raffin et al. 2021): the head's log-std of dimension j is ``0.5 log sum_i z_i^2
+    exp(2 L[j, i])`` for the features z (a slow loop over the formula here); ``ExplorationNoise`` adds ``z E``
+    with one noise matrix E per env, the same until ``resample``, and over many draws of E the actions have the
+    head's mean and std; the noise's log-stds learn from the log-probabilities, the torso not through them."""
+    from model import GaussianHead, describe_network, exploration_noise, set_log_std
+
+    torch.manual_seed(0)
+    meta = model_meta(name, SHAPES[name], 2, 16, "gaussian", log_std="sde")
+    assert "gSDE" in describe_network(meta)
+    model = build_model(meta)
+    set_log_std(model, -1.5)
+    head = model.actor_linear
+    assert isinstance(head, GaussianHead) and head.log_std.shape == (2, 16)
+    with torch.no_grad():
+        head.log_std.add_(0.3 * torch.randn(2, 16))  # entries that differ
+    features = {}
+    head.register_forward_hook(lambda module, inputs, output: features.update(z=inputs[0].detach()))
+    obs = torch.rand(3, *SHAPES[name])
+    params = model(obs, model.initial_state(3))[1].detach()
+    z, table = features["z"], head.log_std.detach()
+    for b in range(3):
+        for j in range(2):
+            variance = sum(float(z[b, i]) ** 2 * math.exp(2 * float(table[j, i])) for i in range(16))
+            assert abs(float(params[b, 2 + j]) - 0.5 * math.log(variance + 1e-8)) < 1e-5
+    noise = exploration_noise(model, 3)
+    assert exploration_noise(build_model(model_meta(name, SHAPES[name], 2, 16, "gaussian")), 3) is None
+    params = model(obs, model.initial_state(3))[1].detach()
+    noise.resample()
+    first = noise.sample(params)
+    assert torch.equal(noise.sample(params), first)  # one matrix per rollout: the same state, the same action
+    noise.resample()
+    assert not torch.equal(noise.sample(params), first)
+    draws = []
+    for _ in range(4000):
+        noise.resample()
+        draws.append(noise.sample(params))
+    draws = torch.stack(draws)
+    assert torch.allclose(draws.mean(0), params[:, :2], atol=0.08)
+    assert torch.allclose(draws.std(0).log(), params[:, 2:], atol=0.05)
+    model.zero_grad()
+    out = model(obs, model.initial_state(3))[1]
+    out[:, 2:].sum().backward()  # the log-std alone: reaches the noise's log-stds, not the torso
+    untouched = [p for n, p in model.named_parameters() if n != "actor_linear.log_std"]
+    assert head.log_std.grad.abs().sum() > 0 and all(p.grad is None or not p.grad.any() for p in untouched)
+
+
+@pytest.mark.parametrize("log_std", ["state", "sde"])
+def test_a_run_with_a_state_dependent_log_std_and_its_refusals(log_std, tmp_path):
+    """A short MountainCarContinuous run with --log-std state or sde saves a model gym_eval plays; resuming it
+    without the flag names the flag; the flag on Discrete actions is refused."""
     from runtime.checkpoints import check_compatible
 
     result = run_main("--env", "MountainCarContinuous-v0", "--workers", "1", "--no-tensorboard-logger",
-                      "--log-std", "state", "--max-frames", "400", *out_dirs(tmp_path), timeout=300)
+                      "--log-std", log_std, "--max-frames", "400", *out_dirs(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
-    assert saved["model_meta"]["log_std"] == "state" and "actor_linear.log_std_weight" in saved["state_dict"]
+    assert saved["model_meta"]["log_std"] == log_std
+    if log_std == "state":
+        assert "actor_linear.log_std_weight" in saved["state_dict"]
+    else:  # gSDE: a log-std per action dimension and feature
+        assert saved["state_dict"]["actor_linear.log_std"].shape == saved["state_dict"]["actor_linear.weight"].shape
     played = subprocess.run([sys.executable, "gym_eval.py", "--env", "MountainCarContinuous-v0", "--model-path",
                              str(tmp_path / "run" / "checkpoint.pt"), "--num-episodes", "1", "--max-episode-length",
                              "50"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert played.returncode == 0, played.stderr[-2000:]
     from core.errors import BadInput
-    with pytest.raises(BadInput, match="trained with --log-std state: give --log-std state$"):
+    with pytest.raises(BadInput, match=f"trained with --log-std {log_std}: give --log-std {log_std}$"):
         shared = {key: value for key, value in saved["model_meta"].items() if key != "log_std"}
         check_compatible(saved, "m.pt", "MountainCarContinuous-v0", shared)
-    assert_bad_input(run_main("--env", "CartPole-v1", "--log-std", "state", "--max-frames", "100",
-                              *out_dirs(tmp_path, "other"), timeout=120), "--log-std state", "Box")
+    assert_bad_input(run_main("--env", "CartPole-v1", "--log-std", log_std, "--max-frames", "100",
+                              *out_dirs(tmp_path, "other"), timeout=120), f"--log-std {log_std}", "Box")
 
 
 def test_squashed_actions_are_for_box_spaces(tmp_path):
