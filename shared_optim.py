@@ -243,8 +243,9 @@ class Update:
     backward, the gradient norm (clipped to ``--max-grad-norm`` when set), then ``push_gradients``, unless the loss
     or the gradient is not finite: such an update never reaches the shared model; it is skipped and counted in
     ``state.nonfinite`` (slot ``slot``), and ``--max-nonfinite`` of them in a row mark the run as diverged.
-    ``update(loss)`` returns ``(grad_norm, applied)``; ``clock`` (a ``core.timing.PhaseClock``) gets the backward's
-    seconds as ``learn`` and the push and step's as ``optimize``."""
+    ``update(loss, lr)`` returns ``(grad_norm, applied)``, stepping with learning rate ``lr`` (``--lr-decay``'s;
+    None: the optimizer's own); ``clock`` (a ``core.timing.PhaseClock``) gets the backward's seconds as ``learn``
+    and the push and step's as ``optimize``."""
 
     def __init__(self, replica: "Replica", optimizer: torch.optim.Optimizer, args: argparse.Namespace, state: Any,
                  slot: int, clock: PhaseClock | None = None):
@@ -254,7 +255,7 @@ class Update:
         self.params = list(replica.model.parameters())
         self.skipped_in_a_row = 0
 
-    def __call__(self, loss: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    def __call__(self, loss: torch.Tensor, lr: float | None = None) -> tuple[torch.Tensor, bool]:
         with self.clock.phase("learn"):
             self.replica.model.zero_grad(set_to_none=False)
             loss.backward()
@@ -262,6 +263,9 @@ class Update:
                          else torch.nn.utils.get_total_norm([p.grad for p in self.params]))
         if torch.isfinite(grad_norm) and torch.isfinite(loss):
             with self.clock.phase("optimize"):
+                if lr is not None:  # this process's optimizer object: its param_groups are its own
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = lr
                 push_gradients(self.replica, self.optimizer)
             self.skipped_in_a_row = 0
             return grad_norm, True

@@ -24,7 +24,7 @@ import torch
 from core.faults import injected_fault
 from core.hardware import device_for
 from core.returns import gae_advantages, nstep_returns
-from core.schedule import entropy_coef
+from core.schedule import entropy_coef, learning_rate
 from core.timing import PhaseClock
 from envs.rollout_envs import RolloutEnvs, training_rewards
 from model import ExplorationNoise, Replica, build_model, exploration_noise, fast_layout
@@ -203,7 +203,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
             loss = loss * float("nan")
         if fault_raise and updates >= 2:
             raise RuntimeError("injected fault: worker crash (A3G_FAULT=worker_raise)")
-        grad_norm, applied = update(loss)
+        grad_norm, applied = update(loss, learning_rate(args.lr, args.lr_decay, state.frames.value))
         if rank == 0:
             gradient_histograms(model, state.frames.value)
         if not applied:

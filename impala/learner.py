@@ -16,7 +16,7 @@ import torch
 from core.hardware import device_for
 from core.policy import Categorical, Policy
 from core.returns import VTraceFromLogitsReturns, trust_region_mask, vtrace_from_action_log_probs
-from core.schedule import entropy_coef
+from core.schedule import entropy_coef, learning_rate
 from core.timing import PhaseClock
 from envs.environment import EnvSettings
 from impala.boundary import UnrollSource, WeightPublisher
@@ -247,7 +247,7 @@ class LearnerStep:
             loss = loss + args.policy_cloning_cost * policy_cloning + args.value_cloning_cost * value_cloning
             state.cloning[:] = [policy_cloning.item() / args.num_steps, value_cloning.item() / args.num_steps]
         clock.add("learn", time.perf_counter() - learn_started)
-        grad_norm, applied = self.update(loss)
+        grad_norm, applied = self.update(loss, learning_rate(args.lr, args.lr_decay, state.frames.value))
         self.gradient_histograms(self.model, state.frames.value)
         if applied:
             self.weights.publish()

@@ -144,6 +144,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--entropy-decay", type=int, nargs=2, default=None, metavar=("START", "END"),
         help="the entropy bonus falls linearly from --entropy-coef at START frames to 0 at END frames, and stays 0 "
              "(none: a constant bonus)")
+    add("--lr-decay", type=int, nargs=2, default=None, metavar=("START", "END"),
+        help="the learning rate falls linearly from --lr at START frames to 0 at END frames, and stays 0 (SB3's "
+             "lin_ schedules are --lr-decay 0 N with --max-frames N; none: a constant learning rate)")
     add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
         help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
     add("--max-grad-norm", "--grad-norm-clipping", type=auto_or(float), default=AUTO,
@@ -481,9 +484,11 @@ def check_args(args: argparse.Namespace) -> None:
         value = getattr(args, flag)
         if not (value >= 0 and math.isfinite(value)):
             raise BadInput(f"--{flag.replace('_', '-')} must be a finite number >= 0, got {value}")
-    if args.entropy_decay is not None and not 0 <= args.entropy_decay[0] < args.entropy_decay[1]:
-        raise BadInput(f"--entropy-decay takes START < END frames, both >= 0, got {args.entropy_decay[0]} "
-                       f"{args.entropy_decay[1]}")
+    for flag in ("entropy_decay", "lr_decay"):
+        decay = getattr(args, flag)
+        if decay is not None and not 0 <= decay[0] < decay[1]:
+            raise BadInput(f"--{flag.replace('_', '-')} takes START < END frames, both >= 0, got {decay[0]} "
+                           f"{decay[1]}")
     low, high = GaussianHead.LOG_STD_RANGE
     if not low <= args.log_std_init <= high:
         raise BadInput(f"--log-std-init must lie in [{low:g}, {high:g}] (the log-std's bounds), got "

@@ -8,7 +8,7 @@ read against agent steps as CleanRL's and SB3's are):
 - ``charts/SPS`` (frames/s over the interval), ``charts/agent_steps``;
 - ``losses/policy_loss``, ``losses/value_loss``, ``losses/entropy``, ``losses/grad_norm`` (A3G's worker 0 or
   IMPALA's learner, per step), ``losses/entropy_coef`` with ``--entropy-decay`` (the bonus's coefficient at those
-  frames), and IMPALA's ``impala/*``;
+  frames), ``charts/learning_rate`` with ``--lr-decay`` (SB3's ``train/learning_rate``), and IMPALA's ``impala/*``;
 - ``perf/<phase>``: the share of the workers', actors' and learner's time in each phase over the interval
   (``core.timing.PHASES``: sync, env, act, wait, batch, learn, optimize);
 - ``weights/<parameter>`` histograms of the shared model every ``--histogram-interval`` seconds (and
@@ -24,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from core.schedule import entropy_coef
+from core.schedule import entropy_coef, learning_rate
 from core.timing import phase_split
 from runtime.run_state import RunState
 
@@ -81,6 +81,8 @@ class TrainingLog:
         if self.args.entropy_decay is not None:  # the bonus's coefficient the roles read at these frames
             writer.add_scalar("losses/entropy_coef", entropy_coef(self.args.entropy_coef, self.args.entropy_decay,
                                                                   frames), step)
+        if self.args.lr_decay is not None:  # the learning rate the roles step with at these frames
+            writer.add_scalar("charts/learning_rate", learning_rate(self.args.lr, self.args.lr_decay, frames), step)
         if self.args.algo == "impala":  # how many versions behind the learner the latest batch's actors were
             for name, lag in zip(("min", "mean", "max"), state.policy_lag[:]):
                 writer.add_scalar(f"impala/policy_lag_{name}", lag, step)

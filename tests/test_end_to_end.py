@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import ROOT, out_dirs, read_json, run_main, session_processes
-from core.schedule import entropy_coef
+from core.schedule import entropy_coef, learning_rate
 
 pytestmark = pytest.mark.slow
 
@@ -36,21 +36,27 @@ def test_cartpole_learns_to_475(tmp_path):
 
 
 @pytest.mark.parametrize("algo", ["a3g", "impala"])
-def test_entropy_decay_runs_in_both_algorithms(algo, tmp_path):
-    """--entropy-decay reaches A3G's workers and IMPALA's learner (each reads the run's frame count every update;
-    the schedule itself: tests/test_train.py), is kept in args.json for a resume, and TensorBoard shows the
-    coefficient (losses/entropy_coef: 0 by the end, past END)."""
+def test_entropy_and_lr_decay_run_in_both_algorithms(algo, tmp_path):
+    """--entropy-decay and --lr-decay reach A3G's workers and IMPALA's learner (each reads the run's frame count
+    every update; the schedules themselves: tests/test_train.py), are kept in args.json for a resume, and
+    TensorBoard shows both (losses/entropy_coef, charts/learning_rate: 0 by the end, past END)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    result = run_main(*CARTPOLE, "--algo", algo, "--entropy-decay", "1000", "3000", "--max-frames", "6000",
-                      *out_dirs(tmp_path), timeout=300)
+    result = run_main(*CARTPOLE, "--algo", algo, "--entropy-decay", "1000", "3000", "--lr-decay", "2000", "4000",
+                      "--max-frames", "6000", *out_dirs(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert read_json(tmp_path / "run" / "args.json")["entropy_decay"] == [1000, 3000]
+    saved = read_json(tmp_path / "run" / "args.json")
+    assert saved["entropy_decay"] == [1000, 3000] and saved["lr_decay"] == [2000, 4000]
     assert read_json(tmp_path / "run" / "summary.json")["frames"] >= 6000
-    logged = EventAccumulator(str(tmp_path / "run")).Reload().Scalars("losses/entropy_coef")
+    events = EventAccumulator(str(tmp_path / "run")).Reload()
+    logged = events.Scalars("losses/entropy_coef")
     for event in logged:
         assert event.value == pytest.approx(entropy_coef(0.01, (1000, 3000), event.step), abs=1e-6)
     assert logged[-1].step >= 6000 and logged[-1].value == 0
+    rates = events.Scalars("charts/learning_rate")
+    for event in rates:
+        assert event.value == pytest.approx(learning_rate(saved["lr"], (2000, 4000), event.step), rel=1e-6)
+    assert rates[-1].step >= 6000 and rates[-1].value == 0
 
 
 def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):

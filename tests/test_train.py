@@ -6,7 +6,7 @@ import argparse
 import pytest
 import torch
 
-from core.schedule import entropy_coef
+from core.schedule import entropy_coef, learning_rate
 from train import a3c_loss, worker_num_steps
 
 ARGS = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, num_steps=20, distributed_step_size=[])
@@ -57,6 +57,34 @@ def test_distributed_step_sizes_round_robin():
     args = argparse.Namespace(num_steps=20, distributed_step_size=[16, 32, 64])
     assert [worker_num_steps(args, r) for r in range(5)] == [16, 32, 64, 16, 32]
     assert worker_num_steps(argparse.Namespace(num_steps=20, distributed_step_size=[]), 3) == 20
+
+
+def test_lr_decay_schedule_and_the_update_that_steps_with_it():
+    """--lr-decay START END: the learning rate until START, linearly to 0 at END, 0 after; ``Update`` steps the
+    shared model with the rate it is given (0: the weights stay), and with none at the optimizer's own."""
+    from model import Replica
+    from shared_optim import SharedAdam, Update
+
+    assert [learning_rate(1e-3, None, f) for f in (0, 10**9)] == [1e-3, 1e-3]
+    assert [learning_rate(1e-3, (0, 4000), f) for f in (0, 1000, 4000, 10**9)] == pytest.approx(
+        [1e-3, 7.5e-4, 0.0, 0.0])
+    torch.manual_seed(0)
+    shared, local = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    shared.share_memory()
+    replica = Replica(shared, local)
+    optimizer = SharedAdam(shared.parameters(), lr=1e-2)
+    state = argparse.Namespace(nonfinite=None, diverged=None)
+    update = Update(replica, optimizer, argparse.Namespace(max_grad_norm=0.0, max_nonfinite=3), state, 0)
+    x = torch.randn(5, 3)
+    before = [p.detach().clone() for p in shared.parameters()]
+    replica.pull()
+    assert update(local(x).pow(2).sum(), 0.0)[1]
+    assert all(torch.equal(a, b.detach()) for a, b in zip(before, shared.parameters()))  # lr 0: nothing moved
+    assert optimizer.param_groups[0]["lr"] == 0.0
+    replica.pull()
+    assert update(local(x).pow(2).sum(), 5e-3)[1] and optimizer.param_groups[0]["lr"] == 5e-3
+    moved = max(float((a - b.detach()).abs().max()) for a, b in zip(before, shared.parameters()))
+    assert 0 < moved <= 5e-3 * 1.01  # Adam's first step moves each weight by at most about lr
 
 
 def test_entropy_decay_schedule_and_the_loss_it_weights():

@@ -30,6 +30,7 @@ from envs.environment import ATARI_CONFIG, EnvSettings
     (["--reward-clipping", "abs_two"], ["--reward-clipping"]),
     (["--entropy-decay", "5000", "5000"], ["--entropy-decay", "START < END"]),
     (["--entropy-decay", "-1", "5000"], ["--entropy-decay"]),
+    (["--lr-decay", "5000", "100"], ["--lr-decay", "START < END"]),
     (["--train-forward", "fast"], ["--train-forward"]),
     (["--algo", "impala", "--inference", "server", "--inference-wait", "-1"], ["--inference-wait"]),
     (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
