@@ -374,9 +374,11 @@ def test_ray_backend_moves_float_actions(tmp_path):
 @pytest.mark.slow
 def test_pendulum_learns(tmp_path):
     """CI-sized: with README's Pendulum command, the evaluator's mean of 10 games passes -400 (random play: about
-    -1,200) within 1.5M frames (BENCHMARKS.md: -200 within ~0.5M frames, 26 s on a fast 2-core machine). A frame
-    budget, with a time limit only as a safety net: a slow machine (a fifth of that speed) must not fail it."""
-    result = run_main(*PENDULUM, "--gamma", "0.9", "--tau", "0.95", "--stop-score", "-400", "--max-frames", "1500000",
+    -1,200) within 3M frames (BENCHMARKS.md: -200 within ~0.5M frames, 26 s on a fast 2-core machine; of 42 runs of
+    this test's command there, 41 passed -400 within 0.73M frames, median 0.23M, and one played at random's level
+    until 1.6M, then passed at 1.69M). A frame budget, with a time limit only as a safety net: a slow machine (a
+    fifth of that speed) must not fail it."""
+    result = run_main(*PENDULUM, "--gamma", "0.9", "--tau", "0.95", "--stop-score", "-400", "--max-frames", "3000000",
                       "--max-seconds", "900", *out_dirs(tmp_path), timeout=1000)
     assert result.returncode == 0, result.stderr[-2000:]
     summary = read_json(tmp_path / "run" / "summary.json")
