@@ -342,37 +342,60 @@ class FeedForwardActorCritic(nn.Module):
     def forward(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor],
                 with_features: bool = False) -> tuple:
         x = self.features(obs)
-        out = (self.critic_linear(x).squeeze(-1), self.actor_linear(x), state)
+        out = (self.critic_linear(self.critic_features(obs, x)).squeeze(-1), self.actor_linear(x), state)
         return out + (x,) if with_features else out
+
+    def critic_features(self, obs: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """What the value head reads: the policy's ``features`` (one torso for both heads), unless a network
+        gives its critic a torso of its own (``MLP``'s ``critic="separate"``)."""
+        return features
 
     def unroll(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], dones: torch.Tensor | None = None,
                with_features: bool = False, with_states: bool = False) -> tuple:
         """``obs [T, B, ...]`` as one batch of ``T x B``; see ``RecurrentActorCritic.unroll`` (the states after
         each step are the empty ``[T, B, 0]``)."""
         steps, batch = obs.shape[:2]
-        x = self.features(obs.flatten(0, 1))
-        values, logits = self.critic_linear(x).squeeze(-1), self.actor_linear(x)
+        flat = obs.flatten(0, 1)
+        x = self.features(flat)
+        values, logits = self.critic_linear(self.critic_features(flat, x)).squeeze(-1), self.actor_linear(x)
         out = (values.unflatten(0, (steps, batch)), logits.unflatten(0, (steps, batch)), state)
         if with_features:
             out += (x.unflatten(0, (steps, batch)),)
         return out + (tuple(s.expand(steps, *s.shape) for s in state),) if with_states else out
 
 
+CRITICS = ("shared", "separate")  # the mlp's value head: on the policy's torso, or on two layers of its own
+
+
 class MLP(FeedForwardActorCritic):
-    """Two tanh layers of ``width`` units shared by both heads (the usual network for classic control)."""
+    """Two tanh layers of ``width`` units shared by both heads (the usual network for classic control), or, with
+    ``critic="separate"``, read by the policy's head alone, the value head reading two layers of its own over the
+    same normalised observations (SB3's and CleanRL's actor-critic MLPs: no value-loss gradient reaches the
+    policy's features)."""
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, width: int = 64, policy: str = "categorical",
-                 obs_norm: bool = False):
+                 obs_norm: bool = False, critic: str = "shared"):
         super().__init__(width, num_actions, policy)
         self.obs_norm = ObsNorm(obs_shape[0]) if obs_norm else nn.Identity()
         self.fc1 = nn.Linear(obs_shape[0], width)
         self.fc2 = nn.Linear(width, width)
-        for layer in (self.fc1, self.fc2):
+        layers = [self.fc1, self.fc2]
+        self.critic_fc1 = self.critic_fc2 = None
+        if critic == "separate":
+            self.critic_fc1 = nn.Linear(obs_shape[0], width)
+            self.critic_fc2 = nn.Linear(width, width)
+            layers += [self.critic_fc1, self.critic_fc2]
+        for layer in layers:
             nn.init.orthogonal_(layer.weight, nn.init.calculate_gain("tanh"))
             layer.bias.data.zero_()
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.fc2(torch.tanh(self.fc1(self.obs_norm(x)))))
+
+    def critic_features(self, obs: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        if self.critic_fc1 is None:
+            return features
+        return torch.tanh(self.critic_fc2(torch.tanh(self.critic_fc1(self.obs_norm(obs)))))
 
 
 class Nature(FeedForwardActorCritic):
@@ -464,7 +487,8 @@ VECTOR_MODELS = ("mlplstm", "mlp")
 
 
 def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_size: int, policy: str = "categorical",
-               obs_norm: bool = False, uint8: bool = False, frame_norm: str = "frame", log_std: str = "shared") -> dict:
+               obs_norm: bool = False, uint8: bool = False, frame_norm: str = "frame", log_std: str = "shared",
+               critic: str = "shared") -> dict:
     """The plain-data description a checkpoint stores so that the network can be rebuilt without any flags.
     ``hidden_size`` is the recurrent state's size: feed-forward networks store 0, whatever the flag says; ``mlp``
     stores the flag as its layers' ``width``. ``num_actions`` is the number of actions, or a Box's dimensions for
@@ -472,7 +496,8 @@ def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_siz
     stored only where they differ from the default, so a file written before them describes the same network; so
     are ``uint8`` (the observations are uint8 frames: ``obs_dtype``) and how the network normalises them
     (``frame_norm``, ``pixels``), which a file written before them never had, and a Gaussian's ``log_std``
-    (``LOG_STDS``: "state" where the log-stds are a function of the features, "sde" for gSDE's)."""
+    (``LOG_STDS``: "state" where the log-stds are a function of the features, "sde" for gSDE's) and the mlp's
+    ``critic`` ("separate": a torso of its own for the value head)."""
     meta = {"model": name, "obs_shape": [int(d) for d in obs_shape], "num_actions": int(num_actions),
             "hidden_size": int(hidden_size) if name in RECURRENT_MODELS else 0}
     if name == "mlp":
@@ -485,6 +510,8 @@ def model_meta(name: str, obs_shape: Sequence[int], num_actions: int, hidden_siz
         meta["obs_dtype"], meta["frame_norm"] = "uint8", frame_norm
     if log_std != "shared" and policy in GAUSSIANS:
         meta["log_std"] = log_std
+    if critic != "shared" and name == "mlp":
+        meta["critic"] = critic
     return meta
 
 
@@ -502,6 +529,7 @@ def describe_network(meta: dict) -> str:
         text += ", squashed by tanh" if meta["policy"] == "tanh_gaussian" else ""
         text += {"state": ", log-std from the state", "sde": ", state-dependent exploration (gSDE)"}.get(
             meta.get("log_std"), "")
+    text += ", a separate critic" if meta.get("critic") == "separate" else ""
     return text + (", normalised observations" if meta.get("obs_norm") else "")
 
 
@@ -533,8 +561,13 @@ def build_model(meta: dict) -> RecurrentActorCritic | FeedForwardActorCritic:
     if meta.get("log_std", "shared") not in LOG_STDS or (meta.get("log_std") and meta.get("policy") not in GAUSSIANS):
         raise BadInput(f"unknown log-std {meta.get('log_std')!r} for policy {meta.get('policy', 'categorical')!r}; "
                        f"known: {', '.join(LOG_STDS)}, for {', '.join(GAUSSIANS)}")
+    if meta.get("critic", "shared") not in CRITICS or (meta.get("critic") and meta["model"] != "mlp"):
+        raise BadInput(f"unknown critic {meta.get('critic')!r} for model {meta['model']!r}; known: "
+                       f"{', '.join(CRITICS)}, for mlp")
     size = meta["width"] if meta["model"] == "mlp" else meta["hidden_size"]
     extra = {"obs_norm": True} if meta.get("obs_norm") else {}
+    if meta.get("critic"):
+        extra["critic"] = meta["critic"]
     if meta.get("frame_norm"):
         extra["frame_norm"] = meta["frame_norm"]
     model = MODELS[meta["model"]](meta["obs_shape"], meta["num_actions"], size, meta.get("policy", "categorical"),

@@ -92,6 +92,9 @@ def check_compatible(data: dict, path: str, env_id: str, meta: dict) -> None:
     saved_log_std, log_std = saved_meta.get("log_std", "shared"), meta.get("log_std", "shared")
     if saved_log_std != log_std and saved_policy == policy and policy in flag:
         raise BadInput(f"{path} was trained with --log-std {saved_log_std}: give --log-std {saved_log_std}")
+    saved_critic, critic = saved_meta.get("critic", "shared"), meta.get("critic", "shared")
+    if saved_critic != critic and saved_meta.get("model") == meta.get("model") == "mlp":
+        raise BadInput(f"{path} was trained with --critic {saved_critic}: give --critic {saved_critic}")
     if not same_network(saved_meta, meta):
         raise BadInput(f"{path} holds a different network {data['model_meta']}, this run builds {meta}")
 

@@ -36,7 +36,7 @@ from envs.environment import (
     policy_kind,
 )
 from envs.frames import FORMER_FRAME_NORM, FRAME_NORMS
-from model import FRAME_FORMAT, LOG_STDS, VECTOR_MODELS, GaussianHead, choose_model, model_meta
+from model import CRITICS, FRAME_FORMAT, LOG_STDS, VECTOR_MODELS, GaussianHead, choose_model, model_meta
 from runtime.checkpoints import check_compatible, load_checkpoint
 from runtime.defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
 from runtime.replay_spec import DEFAULT_REPLAY_PARAMETERS, check_keys_read, entry_error, replay_specs
@@ -171,6 +171,10 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--obs-norm", action=argparse.BooleanOptionalAction, default=AUTO,
         help="normalise vector observations by a running mean and variance kept in the network (mlp, mlplstm; "
              "saved with the model); auto: on for continuous control, else off")
+    add("--critic", default="shared", choices=list(CRITICS),
+        help="the mlp's value head: on the policy's two layers (shared) or on two layers of its own over the same "
+             "observations (separate: SB3's and CleanRL's MLPs, whose value loss does not move the policy's "
+             "features)")
     add("--frame-norm", default="frame", choices=list(FRAME_NORMS),
         help="Atari and retro frames: uint8 to the network, which standardises each frame by its own mean and std "
              "(frame) or divides it by 255 (scale); or rl_a3c_pytorch's running mean and std of each frame in the "
@@ -548,8 +552,10 @@ def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> 
     name = choose_model(args.model, obs_shape)
     if args.obs_norm and name not in VECTOR_MODELS:
         raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")
+    if args.critic != "shared" and name != "mlp":
+        raise BadInput(f"--critic {args.critic} is for --model mlp, not --model {name}")
     meta = model_meta(name, obs_shape, num_actions, args.hidden_size, policy, args.obs_norm, uint8, args.frame_norm,
-                      args.log_std)
+                      args.log_std, args.critic)
     return settings, meta, frames_per_step(args.env, args.skip_rate)
 
 

@@ -252,6 +252,64 @@ def test_a_run_with_a_state_dependent_log_std_and_its_refusals(log_std, tmp_path
                               *out_dirs(tmp_path, "other"), timeout=120), f"--log-std {log_std}", "Box")
 
 
+def test_a_separate_critic_reads_layers_of_its_own_and_the_value_loss_leaves_the_policy_alone():
+    """--critic separate: the value is two tanh layers of the critic's own over the normalised observations (checked
+    against the formula written out), the policy's output is that of the same network with a shared critic; the value
+    loss's gradient reaches only the critic's layers, the policy's only the policy's."""
+    from model import describe_network
+    meta = model_meta("mlp", [3], 2, 16, "gaussian", obs_norm=True, critic="separate")
+    assert meta["critic"] == "separate" and "a separate critic" in describe_network(meta)
+    assert "critic" not in model_meta("mlp", [3], 2, 16, "gaussian")  # the default is not stored
+    assert "critic" not in model_meta("nature", [4, 84, 84], 2, 16, critic="separate")  # the mlp's alone
+    torch.manual_seed(0)
+    model = build_model(meta)
+    with torch.no_grad():
+        model.obs_norm.mean.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        model.obs_norm.var.copy_(torch.tensor([4.0, 0.25, 1.0]))
+    obs = torch.randn(5, 3) * 3
+    value, logits, _ = model(obs, model.initial_state(5))
+    normed = ((obs - model.obs_norm.mean) / torch.sqrt(model.obs_norm.var + 1e-8)).clamp(-10, 10)
+    hidden = torch.tanh(normed @ model.critic_fc1.weight.T + model.critic_fc1.bias)
+    hidden = torch.tanh(hidden @ model.critic_fc2.weight.T + model.critic_fc2.bias)
+    torch.testing.assert_close(value, (hidden @ model.critic_linear.weight.T + model.critic_linear.bias).squeeze(-1))
+    shared = build_model({key: v for key, v in meta.items() if key != "critic"})
+    shared.load_state_dict({key: v for key, v in model.state_dict().items() if not key.startswith("critic_fc")})
+    torch.testing.assert_close(shared(obs, shared.initial_state(5))[1], logits)
+    values, unrolled, _ = model.unroll(obs.view(5, 1, 3), model.initial_state(1))
+    torch.testing.assert_close(values.view(5), value)
+    torch.testing.assert_close(unrolled.view(5, -1), logits)
+    def reached_by(loss):
+        model.zero_grad(set_to_none=True)
+        loss.backward(retain_graph=True)
+        return {name for name, p in model.named_parameters() if p.grad is not None and p.grad.any()}
+
+    def names(*layers):
+        return {f"{layer}.{kind}" for layer in layers for kind in ("weight", "bias")}
+
+    assert reached_by(value.pow(2).sum()) == names("critic_fc1", "critic_fc2", "critic_linear")
+    assert reached_by(logits.sum()) == names("fc1", "fc2", "actor_linear") | {"actor_linear.log_std"}
+
+
+def test_a_run_with_a_separate_critic_and_its_refusals(tmp_path):
+    """A short Pendulum run with --critic separate saves a model gym_eval plays; resuming it without the flag names
+    the flag; the flag with a network other than the mlp is refused."""
+    from core.errors import BadInput
+    from runtime.checkpoints import check_compatible
+
+    result = run_main(*PENDULUM, "--critic", "separate", "--max-frames", "400", *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert saved["model_meta"]["critic"] == "separate" and "critic_fc2.weight" in saved["state_dict"]
+    played = evaluate(tmp_path / "run" / "checkpoint.pt", "--num-episodes", "1", "--max-episode-length", "50")
+    assert played.returncode == 0, played.stderr[-2000:]
+    with pytest.raises(BadInput, match="trained with --critic separate: give --critic separate$"):
+        shared = {key: value for key, value in saved["model_meta"].items() if key != "critic"}
+        check_compatible(saved, "m.pt", "Pendulum-v1", shared)
+    assert_bad_input(run_main("--env", "Pendulum-v1", "--model", "mlplstm", "--critic", "separate", "--max-frames",
+                              "100", *out_dirs(tmp_path, "other"), timeout=120),
+                     "--critic separate is for --model mlp, not --model mlplstm")
+
+
 def test_squashed_actions_are_for_box_spaces(tmp_path):
     result = run_main("--env", "CartPole-v1", "--box-actions", "tanh", "--max-frames", "100", *out_dirs(tmp_path),
                       timeout=120)
