@@ -534,8 +534,8 @@ def describe_network(meta: dict) -> str:
 
 
 def feature_size(meta: dict) -> int:
-    """The size of what the heads read (``forward(..., with_features=True)``): the LSTM's hidden state, or the
-    feed-forward torso's output."""
+    """The size of what the policy's head reads (``forward(..., with_features=True)``): the LSTM's hidden state,
+    or the feed-forward torso's output (the value head's too, unless the mlp's critic is separate)."""
     if meta["model"] in RECURRENT_MODELS:
         return meta["hidden_size"]
     if meta["model"] == "mlp":

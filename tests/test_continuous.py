@@ -291,8 +291,9 @@ def test_a_separate_critic_reads_layers_of_its_own_and_the_value_loss_leaves_the
 
 
 def test_a_run_with_a_separate_critic_and_its_refusals(tmp_path):
-    """A short Pendulum run with --critic separate saves a model gym_eval plays; resuming it without the flag names
-    the flag; the flag with a network other than the mlp is refused."""
+    """A short Pendulum run with --critic separate saves a model gym_eval plays; a run that builds the shared critic
+    (--load without the flag, --resume with --critic shared) is told the flag; the flag with a network other than
+    the mlp is refused."""
     from core.errors import BadInput
     from runtime.checkpoints import check_compatible
 
