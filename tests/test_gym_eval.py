@@ -189,6 +189,15 @@ def test_the_shipped_seaquest_model_plays_far_above_random(tmp_path):
     assert json.loads((tmp_path / "s.json").read_text())["episodes"][0]["return"] >= 500
 
 
+def test_the_shipped_beamrider_model_plays_far_above_random(tmp_path):
+    """trained_models/BeamRiderNoFrameskip-v4.pt (bfloat16 weights) plays a greedy game far above a random policy's
+    364 points (README: 4647.67 +- 1247.19 over 30 games, the worst 1380)."""
+    result = run_eval("--env", "BeamRiderNoFrameskip-v4", "-ne", 1, "--log-dir", tmp_path, "--json",
+                      tmp_path / "s.json", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "s.json").read_text())["episodes"][0]["return"] >= 1000
+
+
 def test_the_shipped_asteroids_model_plays_above_random_when_it_samples(tmp_path):
     """trained_models/AsteroidsNoFrameskip-v4.pt is played with --stochastic (README: 1146.33 +- 377.56 over 30
     games; its greedy games score ~217, below a random policy's 719, as its run's evaluator did: docs/ATARI.md).
