@@ -29,7 +29,7 @@ import torch
 import torch.multiprocessing as mp
 
 from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_SIGINT, EXIT_SIGTERM
-from core.files import atomic_write_text
+from core.files import atomic_write_text, remove_stale_temporaries
 from core.hardware import cpu_has_native_bf16
 from core.logs import Stopwatch, format_time
 from envs.environment import EnvSettings
@@ -213,6 +213,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
         if reason == "interrupted":
             print("a3g: stopping (saving state)...", file=sys.stderr, flush=True)
         supervisor.stop()
+        for folder in {args.run_dir, args.save_model_dir}:  # what a child killed mid-write left there
+            remove_stale_temporaries(folder)
         if training_log is not None:
             training_log.close()
         if games is not None:

@@ -19,6 +19,19 @@ def env_file_name(env_id: str) -> str:
     return env_id.replace("/", "-").replace(":", "-")
 
 
+def remove_stale_temporaries(folder: str | os.PathLike) -> None:
+    """Remove the temporary files (``<name>.tmp.<pid>``) that another process's ``_atomic_write`` left in ``folder``
+    when it was killed mid-write (a SIGTERM to the process group, a SIGKILL): called once every child has stopped.
+    The files they were writing are untouched: the rename never happened."""
+    for name in os.listdir(folder) if folder and os.path.isdir(folder) else []:
+        stem, _, pid = name.rpartition(".tmp.")
+        if stem and pid.isdigit() and int(pid) != os.getpid():
+            try:
+                os.remove(os.path.join(folder, name))
+            except OSError:
+                pass
+
+
 def _atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object],
                   keep_previous_as: str | None = None) -> None:
     """Write through ``write(file)`` to a temporary file beside ``path``, fsync it, then rename it over ``path``: a

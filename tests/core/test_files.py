@@ -1,0 +1,18 @@
+"""core/files.py: what a process killed mid-write leaves behind is removed once the run has stopped."""
+
+import os
+
+from core.files import atomic_write_text, remove_stale_temporaries
+
+
+def test_stale_temporaries_of_other_processes_are_removed_and_nothing_else(tmp_path):
+    atomic_write_text(tmp_path / "checkpoint.pt", "whole")
+    (tmp_path / "best_model.pt.tmp.10787").write_text("half")  # a child killed mid-write
+    (tmp_path / f"summary.json.tmp.{os.getpid()}").write_text("mine")  # this process's own write under way
+    (tmp_path / "notes.tmp.txt").write_text("a user's file")
+    remove_stale_temporaries(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["checkpoint.pt", f"summary.json.tmp.{os.getpid()}", "notes.tmp.txt"])
+    assert (tmp_path / "checkpoint.pt").read_text() == "whole"
+    remove_stale_temporaries(tmp_path / "missing")  # a folder the run never made: nothing to do
+    remove_stale_temporaries(None)
