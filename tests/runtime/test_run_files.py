@@ -72,7 +72,8 @@ def test_every_training_game_gets_a_row_in_games_csv(tmp_path):
     assert frames == sorted(frames) and 0 < frames[-1] <= read_json(run / "summary.json")["frames"]
     assert all(float(row["return"]) == int(row["length"]) > 0 for row in rows)
     seconds = [float(row["wall_time_s"]) for row in rows]
-    assert seconds == sorted(seconds) and seconds[-1] <= read_json(run / "summary.json")["seconds"]
+    # games.csv rounds to 0.01 s, summary.json to 0.001 s: a last game near the end can round past it by 0.005
+    assert seconds == sorted(seconds) and seconds[-1] <= read_json(run / "summary.json")["seconds"] + 0.005
 
 
 def test_load_then_save_keeps_the_loaded_model_unless_beaten(tmp_path):
