@@ -19,12 +19,20 @@ def env_file_name(env_id: str) -> str:
     return env_id.replace("/", "-").replace(":", "-")
 
 
+TEMPORARY = ".tmp."  # a file being written: "<name>.tmp.<pid of the writer>", renamed to <name> when whole
+
+
+def temporary_name(path: str | os.PathLike) -> str:
+    """Where this process writes ``path``'s next version before renaming it into place."""
+    return f"{os.fspath(path)}{TEMPORARY}{os.getpid()}"
+
+
 def remove_stale_temporaries(folder: str | os.PathLike) -> None:
     """Remove the temporary files (``<name>.tmp.<pid>``) that another process's ``_atomic_write`` left in ``folder``
     when it was killed mid-write (a SIGTERM to the process group, a SIGKILL): called once every child has stopped.
     The files they were writing are untouched: the rename never happened."""
     for name in os.listdir(folder) if folder and os.path.isdir(folder) else []:
-        stem, _, pid = name.rpartition(".tmp.")
+        stem, _, pid = name.rpartition(TEMPORARY)
         if stem and pid.isdigit() and int(pid) != os.getpid():
             try:
                 os.remove(os.path.join(folder, name))
@@ -38,7 +46,7 @@ def _atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object],
     reader sees the old file or the new one, never half of one. On any error the temporary file is removed and the
     old file is left as it was. ``keep_previous_as`` keeps the old file under that name first (``keep_as``)."""
     path = os.fspath(path)
-    tmp = f"{path}.tmp.{os.getpid()}"
+    tmp = temporary_name(path)
     try:
         with open(tmp, "wb") as f:
             write(f)
@@ -74,7 +82,7 @@ def keep_as(path: str | os.PathLike, archive: str | os.PathLike) -> None:
     except FileExistsError:
         raise
     except OSError:
-        tmp = f"{archive}.tmp.{os.getpid()}"
+        tmp = temporary_name(archive)
         try:
             shutil.copyfile(path, tmp)
             os.replace(tmp, archive)
