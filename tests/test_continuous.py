@@ -278,6 +278,7 @@ def test_a_separate_critic_reads_layers_of_its_own_and_the_value_loss_leaves_the
     values, unrolled, _ = model.unroll(obs.view(5, 1, 3), model.initial_state(1))
     torch.testing.assert_close(values.view(5), value)
     torch.testing.assert_close(unrolled.view(5, -1), logits)
+
     def reached_by(loss):
         model.zero_grad(set_to_none=True)
         loss.backward(retain_graph=True)

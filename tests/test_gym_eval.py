@@ -162,17 +162,9 @@ def test_the_shipped_pong_model_still_wins_on_the_frames_it_was_trained_on(tmp_p
     assert json.loads((tmp_path / "s.json").read_text())["episodes"][0]["return"] >= 18
 
 
-def test_the_shipped_breakout_model_plays_far_above_random(tmp_path):
-    """trained_models/BreakoutNoFrameskip-v4.pt (uint8 frames standardised in the network, bfloat16 weights) plays
-    a greedy game far above a random policy's 1.7 points (README: 319.40 +- 38.52 over 30 games, the worst 272)."""
-    result = run_eval("--env", "BreakoutNoFrameskip-v4", "-ne", 1, "--log-dir", tmp_path, "--json",
-                      tmp_path / "s.json", timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert json.loads((tmp_path / "s.json").read_text())["episodes"][0]["return"] >= 100
-
-
 # (game, random policy's score, README's greedy gym_eval over 30 games, what one greedy game must reach)
 SHIPPED_GREEDY = [
+    ("Breakout", 1.7, "319.40 +- 38.52, the worst 272", 100),  # its uint8 frames standardised in the network
     ("SpaceInvaders", 148, "549.50 +- 91.20, the worst 360", 250),
     ("Seaquest", 68, "1773.33 +- 16.60, the worst 1760", 500),
     ("BeamRider", 364, "4647.67 +- 1247.19, the worst 1380", 1000),
