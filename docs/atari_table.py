@@ -11,7 +11,8 @@ that far: the last game at or before the budget, as ``tools.sweep`` reads it); t
 at or before 10M and 20M frames (``games.csv``: the workers' sampled policy, as RL Zoo evaluates); the median
 wall-clock and frames/s; the human-normalised score of both medians at 20M frames, ``(score - random) / (human -
 random)`` with Mnih et al. (2015)'s random and human scores; and RL Zoo's A2C and PPO scores (10M agent steps = 40M
-frames, their ``benchmark.md``). A game without runs has a row that says so.
+frames, their ``benchmark.md``), with both medians also taken over the same games only. A game without runs has a
+row that says so.
 """
 
 import json
@@ -115,7 +116,24 @@ def table(games: list[dict]) -> str:
                + "; ".join(parts) if parts else "No game has a run that reached 20M frames yet")
     summary += (f"; RL Zoo's A2C at 40M frames: {statistics.median(theirs):.2f} (median over the {len(theirs)} games it "
                 f"publishes: no MsPacman).")
-    return "\n".join(rows) + "\n\n" + summary + "\n"
+    return "\n".join(rows) + "\n\n" + summary + "\n" + like_for_like(games)
+
+
+def like_for_like(games: list[dict]) -> str:
+    """Both medians over the same games: those with a run at 20M frames and an RL Zoo A2C score (a median over
+    different sets of games compares the sets as much as the agents)."""
+    common = [g["game"] for g in games if g["at"][BUDGETS[1]][0] is not None and RL_ZOO[g["game"]][0] is not None]
+    if not common:
+        return ""
+    by_game = {g["game"]: g for g in games}
+    parts = []
+    for kind, name in (("at", "the evaluator's"), ("training", "the training games'")):
+        ours = [normalised(game, by_game[game][kind][BUDGETS[1]][0]) for game in common]
+        if None not in ours:
+            parts.append(f"{name} **{statistics.median(ours):.2f}**")
+    theirs = statistics.median(normalised(game, RL_ZOO[game][0]) for game in common)
+    return (f"\nOn the same games only ({', '.join(common)}: a run at 20M frames and an RL Zoo A2C score): "
+            f"{'; '.join(parts)} at 20M frames against RL Zoo's A2C's **{theirs:.2f}** at 40M frames.\n")
 
 
 PROBE_BUDGETS = (500_000, 1_000_000, 1_500_000, 2_000_000)

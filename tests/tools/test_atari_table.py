@@ -89,6 +89,11 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
     ours = sorted([(290.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
     assert f"evaluator's **{(ours[0] + ours[1]) / 2:.2f}** over 2 game(s)" in text
     assert f"training games' **{(90.25 - 1.7) / (31.8 - 1.7):.2f}** over 1 game(s)" in text
+    zoo = sorted([(279.8 - 1.7) / (31.8 - 1.7), (17.3 + 20.7) / (9.3 + 20.7)])  # RL Zoo's A2C on the same two games
+    # the training games' median is left out: Pong's run has no games.csv, so it cannot cover the same games
+    assert (f"On the same games only (Breakout, Pong: a run at 20M frames and an RL Zoo A2C score): the evaluator's "
+            f"**{(ours[0] + ours[1]) / 2:.2f}** at 20M frames against RL Zoo's A2C's **{(zoo[0] + zoo[1]) / 2:.2f}**"
+            in text)
     assert (tmp_path / "atari_runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
