@@ -23,7 +23,7 @@ import torch
 
 from core.faults import injected_fault
 from core.hardware import device_for
-from core.returns import gae_advantages, nstep_returns
+from core.returns import gae_advantages, normalized_advantages, nstep_returns
 from core.schedule import entropy_coef, learning_rate
 from core.timing import PhaseClock
 from envs.rollout_envs import RolloutEnvs, training_rewards
@@ -136,6 +136,8 @@ def a3c_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Ten
     (``core.schedule``; default ``args.entropy_coef``)."""
     returns = nstep_returns(rewards, discounts, bootstrap_value)
     advantages = gae_advantages(rewards, values.detach(), discounts, bootstrap_value, args.tau)
+    if args.normalize_advantages:
+        advantages = normalized_advantages(advantages)
     policy_loss = -(log_probs * advantages).sum(0).mean()
     value_loss = 0.5 * (returns - values).pow(2).sum(0).mean()
     entropy = entropies.sum(0).mean()

@@ -89,6 +89,21 @@ def gae_advantages(rewards: torch.Tensor, values: torch.Tensor, discounts: torch
     return advantages
 
 
+@torch.no_grad()
+def normalized_advantages(advantages: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Advantages shifted and scaled to mean 0 and standard deviation 1 over the whole batch (``--normalize-
+    advantages``: SB3's ``normalize_advantage``, CleanRL's ``--norm-adv``), ``(A - mean) / (std + 1e-8)`` with the
+    population std. With a ``mask`` (0/1, the advantages' shape) the statistics are the kept steps' and a masked
+    step's advantage stays 0, so normalising never gives a step that was dropped a gradient."""
+    if mask is None:
+        return (advantages - advantages.mean()) / (advantages.std(unbiased=False) + 1e-8)
+    mask = mask.to(advantages.dtype).expand_as(advantages)
+    kept = mask.sum().clamp(min=1.0)
+    mean = (advantages * mask).sum() / kept
+    std = ((advantages - mean).pow(2) * mask).sum().div(kept).sqrt()
+    return mask * (advantages - mean) / (std + 1e-8)
+
+
 VTraceReturns = collections.namedtuple("VTraceReturns", ["vs", "pg_advantages"])
 VTraceFromLogitsReturns = collections.namedtuple(
     "VTraceFromLogitsReturns",

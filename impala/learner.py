@@ -15,7 +15,7 @@ import torch
 
 from core.hardware import device_for
 from core.policy import Categorical, Policy
-from core.returns import VTraceFromLogitsReturns, trust_region_mask, vtrace_from_action_log_probs
+from core.returns import VTraceFromLogitsReturns, normalized_advantages, trust_region_mask, vtrace_from_action_log_probs
 from core.schedule import entropy_coef, learning_rate
 from core.timing import PhaseClock
 from envs.environment import EnvSettings
@@ -92,7 +92,10 @@ def impala_loss(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: to
     ``args.entropy_coef``)."""
     policy = policy or Categorical(logits.shape[-1])
     vtrace = vtrace_targets(batch, logits, values, cut, args.gamma, mask, policy)
-    policy_loss = -(vtrace.target_action_log_probs * vtrace.pg_advantages).sum(0).mean()
+    advantages = vtrace.pg_advantages
+    if args.normalize_advantages:
+        advantages = normalized_advantages(advantages, mask)
+    policy_loss = -(vtrace.target_action_log_probs * advantages).sum(0).mean()
     baseline_loss = 0.5 * (vtrace.vs - values[:-1]).pow(2).sum(0).mean()
     entropy = policy.entropy(logits[:-1]).sum(0).mean()
     coef = args.entropy_coef if entropy_coef is None else entropy_coef

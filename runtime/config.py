@@ -147,6 +147,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--lr-decay", type=int, nargs=2, default=None, metavar=("START", "END"),
         help="the learning rate falls linearly from --lr at START frames to 0 at END frames, and stays 0 (SB3's "
              "lin_ schedules are --lr-decay 0 N with --max-frames N; none: a constant learning rate)")
+    add("--normalize-advantages", action="store_true",
+        help="scale each update's advantages to mean 0 and standard deviation 1 over its whole batch before the "
+             "policy gradient (SB3's normalize_advantage, CleanRL's --norm-adv)")
     add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
         help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
     add("--max-grad-norm", "--grad-norm-clipping", type=auto_or(float), default=AUTO,

@@ -6,10 +6,12 @@ import argparse
 import pytest
 import torch
 
+from core.returns import gae_advantages
 from core.schedule import entropy_coef, learning_rate
 from train import a3c_loss, worker_num_steps
 
-ARGS = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, num_steps=20, distributed_step_size=[])
+ARGS = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, num_steps=20, distributed_step_size=[],
+                          normalize_advantages=False)
 
 
 def random_rollout(T, B, seed=0):
@@ -99,3 +101,18 @@ def test_entropy_decay_schedule_and_the_loss_it_weights():
     entropy = rollout[1].sum(0).mean()
     torch.testing.assert_close(none - full, 0.01 * entropy)
     torch.testing.assert_close(none - half, 0.005 * entropy)
+
+
+def test_normalized_advantages_weight_the_policy_gradient_and_leave_the_value_loss():
+    """--normalize-advantages: the policy loss weighs the log-probabilities by the rollout's GAE advantages
+    normalised over all its steps and environments; the value loss and the entropy are the same as without."""
+    rollout = random_rollout(20, 4, seed=3)
+    log_probs, entropies, values, rewards, discounts, bootstrap = rollout
+    plain = a3c_loss(*rollout, ARGS)
+    normalized = a3c_loss(*rollout, argparse.Namespace(**{**vars(ARGS), "normalize_advantages": True}))
+    advantages = gae_advantages(rewards, values, discounts, bootstrap, ARGS.tau)
+    scaled = (advantages - advantages.mean()) / (advantages.std(unbiased=False) + 1e-8)
+    torch.testing.assert_close(normalized[1], -(log_probs * scaled).sum(0).mean())
+    torch.testing.assert_close(normalized[2], plain[2])
+    torch.testing.assert_close(normalized[3], plain[3])
+    assert not torch.allclose(normalized[1], plain[1])

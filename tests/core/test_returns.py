@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.returns import gae_advantages, nstep_returns
+from core.returns import gae_advantages, normalized_advantages, nstep_returns
 
 
 def reference_nstep(rewards, dones, bootstrap, gamma):
@@ -109,3 +109,42 @@ def test_wrong_shapes_are_rejected():
         gae_advantages(torch.zeros(5), torch.zeros(4), torch.zeros(5), torch.zeros(()), 0.9)
     with pytest.raises(ValueError):
         nstep_returns(torch.zeros(5, 2, 2), torch.zeros(5, 2, 2), torch.zeros(2, 2))
+
+
+def reference_normalized(advantages, kept):
+    """(A - mean) / (std + 1e-8) over the kept entries (population std), written out with plain floats; a dropped
+    entry is 0."""
+    values = [a for a, k in zip(advantages, kept) if k]
+    mean = sum(values) / len(values)
+    std = (sum((a - mean) ** 2 for a in values) / len(values)) ** 0.5
+    return [(a - mean) / (std + 1e-8) if k else 0.0 for a, k in zip(advantages, kept)]
+
+
+def test_normalized_advantages_from_the_formula():
+    g = torch.Generator().manual_seed(4)
+    advantages = 3.0 + 2.5 * torch.randn(6, 4, generator=g, dtype=torch.float64)
+    flat = advantages.flatten().tolist()
+    out = normalized_advantages(advantages)
+    np.testing.assert_allclose(out.flatten().numpy(), reference_normalized(flat, [1] * len(flat)), rtol=1e-12)
+    assert out.shape == advantages.shape
+    assert abs(out.mean().item()) < 1e-12 and abs(out.std(unbiased=False).item() - 1.0) < 1e-6
+
+
+def test_normalized_advantages_keep_masked_steps_at_zero():
+    """With a trust-region mask the kept steps' statistics normalise them and a dropped step stays 0 (before:
+    V-trace gave it advantage 0; shifting by the mean would have given it a gradient)."""
+    g = torch.Generator().manual_seed(5)
+    advantages = torch.randn(5, 3, generator=g, dtype=torch.float64)
+    mask = (torch.rand(5, 3, generator=g) > 0.4).double()
+    advantages = advantages * mask
+    out = normalized_advantages(advantages, mask)
+    expected = reference_normalized(advantages.flatten().tolist(), mask.flatten().tolist())
+    np.testing.assert_allclose(out.flatten().numpy(), expected, rtol=1e-12, atol=1e-15)
+    assert torch.all(out[mask == 0] == 0)
+    torch.testing.assert_close(normalized_advantages(advantages, torch.ones(5, 3)), normalized_advantages(advantages))
+
+
+def test_normalized_advantages_of_a_single_step_or_a_constant_are_zero():
+    """One step, or every advantage equal: nothing to rank, so no policy gradient (not a division by zero)."""
+    assert normalized_advantages(torch.tensor([[2.5]])).item() == 0.0
+    assert torch.all(normalized_advantages(torch.full((4, 2), -1.5)) == 0)

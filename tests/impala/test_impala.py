@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import child_pids, evaluator_games, out_dirs, read_json, run_main, start_run, wait_for
-from core.returns import nstep_returns
+from core.returns import nstep_returns, vtrace_from_action_log_probs
 from envs.environment import EnvSettings, make_env
 from impala.acting import Acting
 from impala.inference import LocalPolicy
@@ -106,7 +106,7 @@ def test_bf16_learner_forward_runs_in_bfloat16_and_returns_float32():
 def test_on_policy_loss_is_the_n_step_actor_critic_loss():
     """Behaviour = target policy (log-rhos 0): V-trace targets are n-step returns and the policy gradient weights
     the log-probabilities by r + gamma * v' - V, so the loss is computed from those by hand here."""
-    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01)
+    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
     T, n = 5, 3
     dones = torch.zeros(T, n)
     dones[2, 1] = 1.0
@@ -126,6 +126,31 @@ def test_on_policy_loss_is_the_n_step_actor_critic_loss():
     torch.testing.assert_close(entropy, -(probs * probs.log()).sum(-1).sum(0).mean())
     torch.testing.assert_close(loss, policy_loss + 0.5 * baseline_loss - 0.01 * entropy)
 
+
+
+def test_normalized_advantages_in_the_v_trace_loss_leave_masked_steps_out():
+    """--normalize-advantages with IMPALA: on-policy, the policy gradient's advantages (r + gamma * v' - V, as
+    above) normalised over the steps the trust-region mask keeps; a dropped step's stays 0; the baseline loss is
+    the masked loss without normalisation."""
+    plain_args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
+    args = argparse.Namespace(**{**vars(plain_args), "normalize_advantages": True})
+    T, n = 5, 3
+    batch = fake_batch(T, n, 3, 4, torch.zeros(T, n))
+    logits = torch.randn(T + 1, n, 4)
+    batch["logits"] = logits[:-1].clone()
+    values = torch.randn(T + 1, n)
+    mask = torch.ones(T, n)
+    mask[3:, 0] = 0.0
+    mask[1, 2] = 0.0
+    _, policy_loss, baseline_loss, _ = impala_loss(batch, logits, values, torch.zeros(T, n), args, mask)
+    _, _, plain_baseline, _ = impala_loss(batch, logits, values, torch.zeros(T, n), plain_args, mask)
+    vtrace = vtrace_from_action_log_probs(torch.zeros(T, n), torch.zeros(T, n), 0.9 * torch.ones(T, n),
+                                          batch["rewards"], values[:-1], values[-1], mask=mask)
+    kept = vtrace.pg_advantages[mask == 1]
+    expected = mask * (vtrace.pg_advantages - kept.mean()) / (kept.std(unbiased=False) + 1e-8)
+    log_probs = torch.log_softmax(logits[:-1], -1).gather(2, batch["actions"].unsqueeze(2)).squeeze(2)
+    torch.testing.assert_close(policy_loss, -(log_probs * expected).sum(0).mean())
+    torch.testing.assert_close(baseline_loss, plain_baseline)
 
 def cut_unroll(T=8, limit=3, envs=2, gamma=0.9):
     """A real CartPole actor's unroll with every episode cut by ``--max-episode-length limit`` (CartPole lasts
