@@ -133,7 +133,8 @@ def a3c_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Ten
              entropy_coef: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The A3C loss of a ``[T, B]`` rollout: summed over time, averaged over environments (so that the learning
     rate means the same for any ``--envs-per-worker``). ``entropy_coef``: the bonus's coefficient now
-    (``core.schedule``; default ``args.entropy_coef``)."""
+    (``core.schedule``; default ``args.entropy_coef``). ``--normalize-advantages`` normalises the GAE advantages
+    over the whole rollout, every step of every environment (``returns.normalized_advantages``)."""
     returns = nstep_returns(rewards, discounts, bootstrap_value)
     advantages = gae_advantages(rewards, values.detach(), discounts, bootstrap_value, args.tau)
     if args.normalize_advantages:

@@ -89,7 +89,8 @@ def impala_loss(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: to
     region from the policy gradient and the value targets (a masked step's target is its own value: no baseline
     gradient); the entropy bonus keeps every step. ``policy``: what the logits parameterise (a categorical by
     default; ``core/policy.py``); ``entropy_coef``: the bonus's coefficient now (``core.schedule``; default
-    ``args.entropy_coef``)."""
+    ``args.entropy_coef``). ``--normalize-advantages`` normalises the policy gradient's advantages over the steps
+    the mask keeps (``returns.normalized_advantages``)."""
     policy = policy or Categorical(logits.shape[-1])
     vtrace = vtrace_targets(batch, logits, values, cut, args.gamma, mask, policy)
     advantages = vtrace.pg_advantages
