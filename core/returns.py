@@ -95,9 +95,7 @@ def normalized_advantages(advantages: torch.Tensor, mask: torch.Tensor | None = 
     advantages``: SB3's ``normalize_advantage``, CleanRL's ``--norm-adv``), ``(A - mean) / (std + 1e-8)`` with the
     population std. With a ``mask`` (0/1, the advantages' shape) the statistics are the kept steps' and a masked
     step's advantage stays 0, so normalising never gives a step that was dropped a gradient."""
-    if mask is None:
-        return (advantages - advantages.mean()) / (advantages.std(unbiased=False) + 1e-8)
-    mask = mask.to(advantages.dtype).expand_as(advantages)
+    mask = torch.ones_like(advantages) if mask is None else mask.to(advantages.dtype).expand_as(advantages)
     kept = mask.sum().clamp(min=1.0)
     mean = (advantages * mask).sum() / kept
     std = ((advantages - mean).pow(2) * mask).sum().div(kept).sqrt()
