@@ -15,7 +15,8 @@ The report (printed; OUT/sweep.md, OUT/sweep.json, OUT/sweep.png) has a row per 
       (main.py's rule for --stop-score), reaches --score. Never, or a run that did not exit 0: not reached, which
       counts as infinitely slow;
   return @ F: the running mean of the last evaluator game at or before F frames (runs without one left out).
-The figure: every run's running mean against wall-clock minutes and against frames.
+The figure: every run's running mean against wall-clock minutes and against frames. A "note" written into
+OUT/sweep.json by hand (that other work shared the machine, say) stays there through --report and shows in sweep.md.
 
 Exit codes: 0 every run exited 0; 1 some did not (the sweep went on); 2 bad input, one line on stderr (also when
 run 1 refuses its flags, as every run would); 130 Ctrl-C: main.py, in the same process group, gets it too and
@@ -232,8 +233,10 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
               if meta.get(key)]
     if meta.get("commit"):
         lines.append(f"- code: commit `{meta['commit']}`")
-    lines += [f"- machine: {meta.get('machine') or 'not recorded (no sweep.json of the sweep)'}",
-              "- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
+    lines.append(f"- machine: {meta.get('machine') or 'not recorded (no sweep.json of the sweep)'}")
+    if meta.get("note"):
+        lines.append(f"- note: {meta['note']}")
+    lines += ["- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
               "score (runs that did not exit 0: not reached); return @ F: the running mean of the last game at or "
               "before F frames; min entropy: worker 0's lowest logged policy entropy (a discrete policy's collapse "
               "shows as ~0); worst: the slowest time, the lowest return or entropy", ""]
@@ -415,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report is None:
         return sweep(p, args, argv)
     old = load_json(os.path.join(args.report, "sweep.json"))  # what only the sweep itself saw
-    meta = {key: old.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine", "commit")}
+    meta = {key: old.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine", "commit", "note")}
     meta["runs"] = {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}
     score = args.score if args.score is not None else old.get("score")
     print(report(args.report, meta, score, args.budgets or old.get("budgets")), flush=True)

@@ -87,11 +87,15 @@ def test_report_again_keeps_what_the_sweep_knew(crafted_sweep):
     assert run_sweep("--report", crafted_sweep, "--score", 50).returncode == 0
     report = read_json(crafted_sweep / "sweep.json")
     report["runs"][0]["exit_code"] = 1  # as the sweep would have recorded a run that exited 1
+    report["note"] = "shared the machine with another run"  # written by hand
     (crafted_sweep / "sweep.json").write_text(json.dumps(report))
+    assert "note" not in (crafted_sweep / "sweep.md").read_text()
     assert run_sweep("--report", crafted_sweep).returncode == 0  # score and budgets from sweep.json
     again = read_json(crafted_sweep / "sweep.json")
     assert again["score"] == 50 and again["budgets"] == report["budgets"] == [1000, 2000, 3000, 4000]
     assert again["runs"][0]["exit_code"] == 1 and again["runs"][0]["score_seconds"] is None
+    assert again["note"] == "shared the machine with another run"
+    assert "- note: shared the machine with another run" in (crafted_sweep / "sweep.md").read_text()
 
 
 def test_median_and_worst():
