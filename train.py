@@ -57,7 +57,8 @@ def time_limit_bootstrap(model: torch.nn.Module, envs: RolloutEnvs, state: tuple
     return bonus
 
 
-Rollout = collections.namedtuple("Rollout", "log_probs entropies values rewards discounts bootstrap_value games")
+Rollout = collections.namedtuple("Rollout", "log_probs entropies values rewards discounts bootstrap_value games "
+                                             "bound_excess")
 
 
 def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.Tensor,
@@ -88,7 +89,7 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
     hx, cx = recurrent_state
     rewards, dones = torch.zeros(num_steps, batch), torch.zeros(num_steps, batch)
     actions = torch.zeros((num_steps, batch) + policy.action_shape, dtype=policy.action_dtype)
-    values, log_probs, entropies = [], [], []
+    values, log_probs, entropies, excesses = [], [], [], []
     games = 0
     if noise is not None:
         noise.resample()
@@ -103,6 +104,7 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
                 values.append(value.float())
                 log_probs.append(policy.log_prob(logits, action))
                 entropies.append(policy.entropy(logits))
+                excesses.append(policy.bound_excess(logits))
 
             step_rewards, step_dones, finished = envs.step(policy.env_actions(actions[t]).numpy(),
                                                            observations_np[t + 1])
@@ -121,20 +123,24 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
         values, logits = value.float(), logits.float()
         log_probs = policy.log_prob(logits, actions.to(device))
         entropies = policy.entropy(logits)
+        excess = policy.bound_excess(logits)
     else:
         values, log_probs, entropies = torch.stack(values), torch.stack(log_probs), torch.stack(entropies)
+        excess = torch.stack(excesses)
     rollout = Rollout(log_probs, entropies, values, rewards.to(device), gamma * (1.0 - dones),
-                      bootstrap_value.float(), games)
+                      bootstrap_value.float(), games, excess)
     return rollout, (hx, cx)
 
 
 def a3c_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Tensor, rewards: torch.Tensor,
              discounts: torch.Tensor, bootstrap_value: torch.Tensor, args: argparse.Namespace,
-             entropy_coef: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+             entropy_coef: float | None = None, bound_excess: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The A3C loss of a ``[T, B]`` rollout: summed over time, averaged over environments (so that the learning
     rate means the same for any ``--envs-per-worker``). ``entropy_coef``: the bonus's coefficient now
     (``core.schedule``; default ``args.entropy_coef``). ``--normalize-advantages`` normalises the GAE advantages
-    over the whole rollout, every step of every environment (``returns.normalized_advantages``)."""
+    over the whole rollout, every step of every environment (``returns.normalized_advantages``).
+    ``bound_excess`` (``[T, B]``, ``policy.bound_excess``): added times ``--bound-coef`` where that is set."""
     returns = nstep_returns(rewards, discounts, bootstrap_value)
     advantages = gae_advantages(rewards, values.detach(), discounts, bootstrap_value, args.tau)
     if args.normalize_advantages:
@@ -144,6 +150,8 @@ def a3c_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Ten
     entropy = entropies.sum(0).mean()
     coef = args.entropy_coef if entropy_coef is None else entropy_coef
     loss = policy_loss + args.value_coef * value_loss - coef * entropy
+    if bound_excess is not None and getattr(args, "bound_coef", 0.0):
+        loss = loss + args.bound_coef * bound_excess.sum(0).mean()
     return loss, policy_loss, value_loss, entropy
 
 
@@ -198,7 +206,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
                                              device, batched, noise)
         with clock.phase("learn"):
             coef = entropy_coef(args.entropy_coef, args.entropy_decay, state.frames.value)
-            loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:-1], args, coef)
+            loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:6], args, coef, rollout.bound_excess)
         if obs_stats is not None:  # one process keeps the observation statistics: they reach the others' next pull
             obs_stats.update(observations[:-1])
 

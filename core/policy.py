@@ -19,7 +19,8 @@ replays keep them as ``[..., P]``); what they mean is this module's business:
   while its clipped actions do not get more varied.
 
 Each gives, over the last dimension of the parameters: ``sample``, ``greedy`` (the argmax, or the mean),
-``log_prob(params, actions)``, ``entropy``, ``kl(p, q)`` = ``KL(p || q)``, ``env_actions`` (a batch of actions as
+``log_prob(params, actions)``, ``entropy``, ``kl(p, q)`` = ``KL(p || q)``, ``bound_excess`` (the Gaussian's
+mean beyond ``[-1, 1]``, ``--bound-coef``'s penalty; 0 for a categorical), ``env_actions`` (a batch of actions as
 the environments take them) and ``env_action`` (one environment's). Formulas: the categorical's as usual; the
 Gaussian's per dimension, summed over dimensions: ``log N(a; m, s) = -(a - m)^2 / (2 s^2) - log s - log(2 pi) /
 2``, entropy ``log s + (1 + log(2 pi)) / 2`` and ``KL(N(m1, s1) || N(m2, s2)) = log(s2 / s1) + (s1^2 + (m1 -
@@ -66,6 +67,9 @@ class Categorical:
     def kl(self, p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
         log_p, log_q = F.log_softmax(p_logits, -1), F.log_softmax(q_logits, -1)
         return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+    def bound_excess(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.new_zeros(logits.shape[:-1])  # a discrete action has no bounds to overshoot
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return actions
@@ -143,6 +147,12 @@ class DiagGaussian:
         (m1, log_s1), (m2, log_s2) = self.split(p_params), self.split(q_params)
         ratio = torch.exp(2 * (log_s1 - log_s2))
         return (log_s2 - log_s1 + 0.5 * (ratio + (m1 - m2).pow(2) * torch.exp(-2 * log_s2)) - 0.5).sum(-1)
+
+    def bound_excess(self, params: torch.Tensor) -> torch.Tensor:
+        """``sum_i max(|mean_i| - 1, 0)^2``: how far the mean lies beyond the action bounds (``--bound-coef``'s
+        penalty). Where the clip turns nearly every sample into the bound, the policy gradient cannot tell a mean of
+        1.5 from one of 3, so nothing brings such a mean back; this term does."""
+        return (self.split(params)[0].abs() - 1.0).clamp_min(0.0).pow(2).sum(-1)
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return torch.tanh(actions) if self.squash else actions

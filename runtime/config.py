@@ -53,7 +53,7 @@ ALGO_FLAGS = {
 # Flags that only another setting reads: given without it, each would be recorded in args.json and change nothing.
 # flag -> (the setting that reads it, the value it reads it with; None: only without that setting)
 # flags only a Box of actions reads, with their defaults (environment_setup refuses them for Discrete actions)
-BOX_ONLY_FLAGS = {"box_actions": "clip", "log_std": "shared", "log_std_init": 0.0}
+BOX_ONLY_FLAGS = {"box_actions": "clip", "log_std": "shared", "log_std_init": 0.0, "bound_coef": 0.0}
 READ_ONLY_WITH = {
     "kl_threshold": ("kl_mask", True),
     "kl_mask_mode": ("kl_mask", True),
@@ -120,6 +120,11 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="Box action spaces: the Gaussian's log standard deviation at the start of a fresh run, the same for "
              "every dimension (SB3's log_std_init; 0: std 1, half the [-1, 1] range; it must lie in [-5, 2], "
              "the log-std's bounds; with --log-std sde, that of every entry of the noise matrix)")
+    add("--bound-coef", type=float, default=BOX_ONLY_FLAGS["bound_coef"],
+        help="Box action spaces with --box-actions clip: a loss of this times sum(max(|mean| - 1, 0)^2) per step, "
+             "the Gaussian's mean beyond the bounds (rl_games' bounds loss). The clip gives a mean of 1.5 and one "
+             "of 3 the same actions, so nothing else brings a mean back inside, and a greedy policy whose means "
+             "sit beyond the bounds plays every action at full strength (0: off)")
 
     add = p.add_argument_group('retro games').add_argument
     add("--state", nargs="+", default=None, metavar="STATE",
@@ -487,7 +492,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise BadInput(f"--alpha must be in [0, 1), got {args.alpha}")
     if not 0.0 <= args.momentum < 1.0:
         raise BadInput(f"--momentum must be in [0, 1), got {args.momentum}")
-    for flag in ("entropy_coef", "value_coef", "max_grad_norm"):
+    for flag in ("entropy_coef", "value_coef", "max_grad_norm", "bound_coef"):
         value = getattr(args, flag)
         if not (value >= 0 and math.isfinite(value)):
             raise BadInput(f"--{flag.replace('_', '-')} must be a finite number >= 0, got {value}")
@@ -552,6 +557,8 @@ def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> 
             raise BadInput(f"{option(flag)} {value} is for Box action spaces; {args.env} has Discrete actions")
     if policy != "categorical":
         policy = BOX_ACTIONS[args.box_actions]
+    if args.bound_coef and args.box_actions == "tanh":
+        raise BadInput("--bound-coef is for --box-actions clip: tanh keeps every action inside the bounds")
     name = choose_model(args.model, obs_shape)
     if args.obs_norm and name not in VECTOR_MODELS:
         raise BadInput(f"--obs-norm is for the vector networks ({', '.join(VECTOR_MODELS)}), not --model {name}")

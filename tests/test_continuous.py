@@ -318,6 +318,20 @@ def test_squashed_actions_are_for_box_spaces(tmp_path):
     assert_bad_input(result, "--box-actions tanh is for Box action spaces", "CartPole-v1")
 
 
+def test_a_run_with_the_bound_penalty_and_its_refusals(tmp_path):
+    """--bound-coef trains (A3G, a short Pendulum run; the term itself: tests/test_train.py and
+    tests/impala/test_impala.py) and is kept in args.json; it is refused for Discrete actions, with --box-actions
+    tanh (whose actions never leave the bounds) and below 0."""
+    result = run_main(*PENDULUM, "--bound-coef", "0.1", "--max-frames", "400", *out_dirs(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert read_json(tmp_path / "run" / "args.json")["bound_coef"] == 0.1
+    for flags, words in ((["--env", "CartPole-v1", "--bound-coef", "0.1"], ["--bound-coef 0.1", "Box"]),
+                         (["--env", "Pendulum-v1", "--box-actions", "tanh", "--bound-coef", "0.1"],
+                          ["--bound-coef", "--box-actions clip"]),
+                         (["--env", "Pendulum-v1", "--bound-coef", "-1"], ["--bound-coef", ">= 0", "-1"])):
+        assert_bad_input(run_main(*flags, "--max-frames", "100", *out_dirs(tmp_path, "other"), timeout=120), *words)
+
+
 def test_log_std_init_starts_a_fresh_runs_policy_there(tmp_path):
     """--log-std-init: a fresh run's Gaussian starts at that log-std in every dimension (a few updates move it a
     little); it is refused for Discrete actions (as --box-actions is, even at their defaults: given for nothing),

@@ -55,6 +55,22 @@ def test_policy_gradient_raises_probability_of_advantaged_action():
     assert new[0, 0, 0] > 0.5
 
 
+def test_bound_penalty_adds_coef_times_the_excess_summed_over_time_averaged_over_envs():
+    """``--bound-coef``: the loss grows by ``coef * mean_b sum_t excess[t, b]``; the other terms are unchanged, and
+    without the flag (or at 0) the excess is ignored."""
+    rollout = random_rollout(5, 3)
+    excess = torch.rand(5, 3, generator=torch.Generator().manual_seed(7))
+    plain = a3c_loss(*rollout, ARGS)
+    bounded = a3c_loss(*rollout, argparse.Namespace(**{**vars(ARGS), "bound_coef": 0.3}), None, excess)
+    want = 0.3 * sum(float(excess[:, b].sum()) for b in range(3)) / 3
+    torch.testing.assert_close(bounded[0] - plain[0], torch.tensor(want))
+    for i in (1, 2, 3):
+        torch.testing.assert_close(bounded[i], plain[i])
+    off = a3c_loss(*rollout, argparse.Namespace(**{**vars(ARGS), "bound_coef": 0.0}), None, excess)
+    torch.testing.assert_close(off[0], plain[0])
+    torch.testing.assert_close(a3c_loss(*rollout, ARGS, None, excess)[0], plain[0])
+
+
 def test_distributed_step_sizes_round_robin():
     args = argparse.Namespace(num_steps=20, distributed_step_size=[16, 32, 64])
     assert [worker_num_steps(args, r) for r in range(5)] == [16, 32, 64, 16, 32]

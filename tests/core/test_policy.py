@@ -208,3 +208,21 @@ def test_the_squashed_entropy_bonus_does_not_widen_the_gaussian_for_ever():
     p, q = torch.tensor([0.3, -0.5]), torch.tensor([0.1, 0.2])
     assert squashed.log_prob(p, torch.tensor([0.7])) == clipped.log_prob(p, torch.tensor([0.7]))
     assert squashed.kl(p, q) == clipped.kl(p, q)
+
+
+def test_bound_excess_is_the_squared_overshoot_of_the_mean_and_pulls_it_back_inside():
+    """``sum_i max(|m_i| - 1, 0)^2`` from the definition, 0 for a mean inside the bounds (whatever the log-std) and
+    for a categorical; its gradient moves only a mean beyond a bound, toward the bound."""
+    rng = np.random.default_rng(3)
+    policy = DiagGaussian(3)
+    params = random_gaussian(rng, (6,), 3) * torch.tensor([2.5] * 3 + [1.0] * 3)
+    excess = policy.bound_excess(params)
+    for i in range(6):
+        want = sum(max(abs(m) - 1.0, 0.0) ** 2 for m in params[i, :3].tolist())
+        assert excess[i].item() == pytest.approx(want, rel=1e-12, abs=1e-15)
+    inside = torch.tensor([[0.99, -1.0, 0.0, 2.0, -5.0, 0.0]])
+    assert policy.bound_excess(inside).item() == 0.0
+    params = torch.tensor([[1.5, -2.0, 0.3, 0.0, 0.0, 0.0]], requires_grad=True)
+    policy.bound_excess(params).sum().backward()
+    assert params.grad.tolist() == [[1.0, -2.0, 0.0, 0.0, 0.0, 0.0]]  # descent: 1.5 goes down, -2 up
+    assert Categorical(4).bound_excess(torch.randn(5, 2, 4)).equal(torch.zeros(5, 2))

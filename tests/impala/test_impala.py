@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import child_pids, evaluator_games, out_dirs, read_json, run_main, start_run, wait_for
+from core.policy import DiagGaussian
 from core.returns import nstep_returns, vtrace_from_action_log_probs
 from envs.environment import EnvSettings, make_env
 from impala.acting import Acting
@@ -101,6 +102,29 @@ def test_bf16_learner_forward_runs_in_bfloat16_and_returns_float32():
     loss = half[1].sum()
     loss.backward()  # the gradient reaches the float32 weights
     assert first.weight.grad is not None and first.weight.grad.dtype == torch.float32
+
+
+def test_bound_penalty_in_the_learner_loss_is_the_gaussians_mean_beyond_the_bounds():
+    """``--bound-coef`` with a Gaussian policy: the V-trace loss grows by ``coef * mean_n sum_t`` of the target
+    policy's ``sum_i max(|mean_i| - 1, 0)^2``, from the definition; the other terms are unchanged."""
+    T, n, dim = 4, 3, 2
+    policy = DiagGaussian(dim)
+    batch = fake_batch(T, n, 3, 2)
+    g = torch.Generator().manual_seed(1)
+    batch["actions"] = torch.randn(T, n, dim, generator=g)
+    batch["logits"] = torch.randn(T, n, 2 * dim, generator=g)
+    logits = torch.cat([2.0 * torch.randn(T + 1, n, dim, generator=g), torch.zeros(T + 1, n, dim)], -1)
+    values = torch.randn(T + 1, n, generator=g)
+    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
+    plain = impala_loss(batch, logits, values, torch.zeros(T, n), args, policy=policy)
+    args.bound_coef = 0.2
+    bounded = impala_loss(batch, logits, values, torch.zeros(T, n), args, policy=policy)
+    means = logits[:-1, :, :dim].tolist()
+    want = 0.2 * sum(max(abs(m) - 1.0, 0.0) ** 2 for t in range(T) for b in range(n) for m in means[t][b]) / n
+    assert want > 0
+    torch.testing.assert_close(bounded[0] - plain[0], torch.tensor(want), rtol=1e-5, atol=1e-6)
+    for i in (1, 2, 3):
+        torch.testing.assert_close(bounded[i], plain[i])
 
 
 def test_on_policy_loss_is_the_n_step_actor_critic_loss():
