@@ -14,38 +14,36 @@ import argparse
 import os
 import sys
 
+import gymnasium as gym
 import numpy as np
-import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gym_eval  # noqa: E402
 from core.cli import OneLineParser  # noqa: E402
 from core.errors import BAD_INPUT_ERRORS  # noqa: E402
+from core.play import play_game  # noqa: E402
 from envs.environment import make_env  # noqa: E402
 
 TORQUE_COST = 0.00035 * 80  # per unit of |action| and motor, per step (gymnasium's bipedal_walker.py)
 
 
-def play(env, model, seed: int, max_steps: int) -> tuple[float, int, float, float, bool]:
-    """One greedy game: (return, steps, torque cost, share of action dimensions whose mean is at or past a bound,
-    whether the walker fell: the game's last reward is the fall's -100)."""
-    obs, _ = env.reset(seed=seed)
-    hx, cx = model.initial_state(1, "cpu")
-    total = torque = 0.0
-    steps = saturated = 0
-    with torch.no_grad():
-        while True:
-            _, params, (hx, cx) = model(torch.from_numpy(np.asarray(obs)).unsqueeze(0), (hx, cx))
-            mean = model.policy.greedy(params.float())[0]
-            action = model.policy.env_action(mean)
-            saturated += int((mean.abs() >= 1).sum())
-            torque += TORQUE_COST * float(np.clip(np.abs(action), 0, 1).sum())
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            steps += 1
-            if terminated or truncated or steps >= max_steps:
-                return total, steps, torque, saturated / (steps * mean.numel()), float(reward) == -100.0
+class ActionLedger(gym.Wrapper):
+    """Outside the environment's clip, so it sees the policy's actions as played (the greedy mean): per game, the
+    torque cost, how many action dimensions were at or past a bound, and the last reward (a fall's -100)."""
+
+    def reset(self, **kwargs):
+        self.torque, self.at_bound, self.dims, self.last_reward = 0.0, 0, 0, 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        magnitude = np.abs(np.asarray(action, dtype=np.float64))
+        self.torque += TORQUE_COST * float(np.minimum(magnitude, 1.0).sum())
+        self.at_bound += int((magnitude >= 1.0).sum())
+        self.dims += magnitude.size
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.last_reward = float(reward)
+        return obs, reward, terminated, truncated, info
 
 
 def main() -> int:
@@ -62,10 +60,11 @@ def main() -> int:
         print(f"bipedal_torque.py: {exc}", file=sys.stderr)
         return 2
     model.eval()
-    env = make_env(settings, train=False)
+    env = ActionLedger(make_env(settings, train=False))
     rows = []
     for game in range(args.games):
-        rows.append(play(env, model, args.seed + game, settings.max_episode_length))
+        ret, steps = play_game(env, model, "cpu", settings.max_episode_length, seed=args.seed + game)
+        rows.append((ret, steps, env.torque, env.at_bound / env.dims, env.last_reward == -100.0))
         ret, steps, torque, share, fell = rows[-1]
         print(f"game {game + 1}: return {ret:6.1f} in {steps:4d} steps, torque cost {torque:5.1f}, "
               f"mean at a bound in {share:.0%} of the action dimensions{', fell' if fell else ''}", flush=True)
