@@ -150,7 +150,7 @@ def a3c_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Ten
     entropy = entropies.sum(0).mean()
     coef = args.entropy_coef if entropy_coef is None else entropy_coef
     loss = policy_loss + args.value_coef * value_loss - coef * entropy
-    if bound_excess is not None and getattr(args, "bound_coef", 0.0):
+    if bound_excess is not None and args.bound_coef:
         loss = loss + args.bound_coef * bound_excess.sum(0).mean()
     return loss, policy_loss, value_loss, entropy
 

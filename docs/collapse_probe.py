@@ -50,7 +50,8 @@ def worker(rank, seed, updates, lr, torch_step, shared, optimizer, queue):
     obs = torch.zeros((T + 1, B, 4, 84, 84))
     obs_np = obs.numpy()
     obs_np[-1] = envs.first_obs
-    args = argparse.Namespace(tau=1.0, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
+    args = argparse.Namespace(tau=1.0, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
+                              bound_coef=0.0)
     for u in range(updates):
         model.load_state_dict(shared.state_dict())
         obs_np[0] = obs_np[-1]

@@ -101,7 +101,7 @@ def impala_loss(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: to
     entropy = policy.entropy(logits[:-1]).sum(0).mean()
     coef = args.entropy_coef if entropy_coef is None else entropy_coef
     loss = policy_loss + args.value_coef * baseline_loss - coef * entropy
-    if getattr(args, "bound_coef", 0.0):  # --bound-coef: the Gaussian's mean beyond the action bounds
+    if args.bound_coef:  # --bound-coef: the Gaussian's mean beyond the action bounds
         loss = loss + args.bound_coef * policy.bound_excess(logits[:-1]).sum(0).mean()
     return loss, policy_loss, baseline_loss, entropy
 

@@ -189,7 +189,8 @@ def test_batched_training_forward_gives_the_stepped_loss_and_gradients(name, obs
         observations[0] = torch.from_numpy(envs.first_obs)
         state = tuple(torch.randn_like(s) for s in model.initial_state(3))
         rollout, final_state = play_rollout(model, envs, observations, state, GAMMA, "cpu", batched=batched)
-        args = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
+        args = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
+                                  bound_coef=0.0)
         loss, *_ = a3c_loss(*rollout[:6], args)
         loss.backward()
         results.append((loss.detach(), rollout.rewards, [p.grad.clone() for p in model.parameters()], final_state))
@@ -330,7 +331,8 @@ def test_loss_of_a_rollout_with_a_real_model_is_finite_and_trains():
     model = lstm()
     observations = buffer_for(envs, 5)
     rollout, _ = play_rollout(model, envs, observations, model.initial_state(2), GAMMA, "cpu")
-    args = argparse.Namespace(tau=1.0, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
+    args = argparse.Namespace(tau=1.0, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
+                              bound_coef=0.0)
     loss, *_ = a3c_loss(*rollout[:6], args)
     loss.backward()
     assert torch.isfinite(loss) and all(p.grad is not None for p in model.parameters())

@@ -11,7 +11,7 @@ from core.schedule import entropy_coef, learning_rate
 from train import a3c_loss, worker_num_steps
 
 ARGS = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, num_steps=20, distributed_step_size=[],
-                          normalize_advantages=False)
+                          normalize_advantages=False, bound_coef=0.0)
 
 
 def random_rollout(T, B, seed=0):
@@ -57,7 +57,7 @@ def test_policy_gradient_raises_probability_of_advantaged_action():
 
 def test_bound_penalty_adds_coef_times_the_excess_summed_over_time_averaged_over_envs():
     """``--bound-coef``: the loss grows by ``coef * mean_b sum_t excess[t, b]``; the other terms are unchanged, and
-    without the flag (or at 0) the excess is ignored."""
+    at 0, its default, the excess is ignored."""
     rollout = random_rollout(5, 3)
     excess = torch.rand(5, 3, generator=torch.Generator().manual_seed(7))
     plain = a3c_loss(*rollout, ARGS)

@@ -115,7 +115,8 @@ def test_bound_penalty_in_the_learner_loss_is_the_gaussians_mean_beyond_the_boun
     batch["logits"] = torch.randn(T, n, 2 * dim, generator=g)
     logits = torch.cat([2.0 * torch.randn(T + 1, n, dim, generator=g), torch.zeros(T + 1, n, dim)], -1)
     values = torch.randn(T + 1, n, generator=g)
-    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
+    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
+                              bound_coef=0.0)
     plain = impala_loss(batch, logits, values, torch.zeros(T, n), args, policy=policy)
     args.bound_coef = 0.2
     bounded = impala_loss(batch, logits, values, torch.zeros(T, n), args, policy=policy)
@@ -130,7 +131,8 @@ def test_bound_penalty_in_the_learner_loss_is_the_gaussians_mean_beyond_the_boun
 def test_on_policy_loss_is_the_n_step_actor_critic_loss():
     """Behaviour = target policy (log-rhos 0): V-trace targets are n-step returns and the policy gradient weights
     the log-probabilities by r + gamma * v' - V, so the loss is computed from those by hand here."""
-    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
+    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
+                              bound_coef=0.0)
     T, n = 5, 3
     dones = torch.zeros(T, n)
     dones[2, 1] = 1.0
@@ -156,7 +158,8 @@ def test_normalized_advantages_in_the_v_trace_loss_leave_masked_steps_out():
     """--normalize-advantages with IMPALA: on-policy, the policy gradient's advantages (r + gamma * v' - V, as
     above) normalised over the steps the trust-region mask keeps; a dropped step's stays 0; the baseline loss is
     the masked loss without normalisation."""
-    plain_args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
+    plain_args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
+                                    bound_coef=0.0)
     args = argparse.Namespace(**{**vars(plain_args), "normalize_advantages": True})
     T, n = 5, 3
     batch = fake_batch(T, n, 3, 4, torch.zeros(T, n))

@@ -139,7 +139,8 @@ def test_score_steps_ranks_by_the_first_steps_only():
 
 
 def test_loss_with_the_mask():
-    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False)
+    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
+                              bound_coef=0.0)
     T, n = 4, 3
     batch = fake_batch(T, n, 3, 4)
     logits = torch.randn(T + 1, n, 4, requires_grad=True)
