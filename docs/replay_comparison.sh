@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The replay comparison: IMPALA on Pong (Nature network, the defaults otherwise), 2M frames a run,
-#   A no replay, B queue 0.5 + standard 0.5, C B with --kl-mask, D queue 0.5 + elite sampling (strategy 3),
-#   E D scoring the first 5 of each unroll's 20 steps ("score_steps": 5; not run unless named in CONFIGS),
+#   A no replay, B queue 0.5 + standard 0.5, C B with --kl-mask, D queue 0.5 + elite sampling (strategy 3)
+#   scoring every step of each unroll ("score_steps": null), E D scoring the first 5 of each unroll's 20 steps
+#   ("score_steps": 5, elite sampling's default; not run unless named in CONFIGS),
 # interleaved by seed (A1 B1 C1 D1 A2 ...) so that a comparison cut short still has every configuration.
 # Always in float32 (--no-bf16), so that runs made on machines with and without native bf16 compare.
 #   bash docs/replay_comparison.sh [SEEDS...]        (default 1 2 3; output in sweeps/replay/<config>-s<seed>)
@@ -12,8 +13,9 @@ set -u
 cd "$(dirname "$0")/.."
 Q='{"type": "queue", "capacity": 1, "sample_ratio": 0.5}'
 STD='{"type": "standard", "capacity": 1000, "sample_ratio": 0.5}'
-ELITE='{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", "sample_strategy": "elite_sampling", "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0, "elite_sampling_strategy": "strategy3"}'
-ELITE5="${ELITE%\}}, \"score_steps\": 5}"
+ELITE_='{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", "sample_strategy": "elite_sampling", "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0, "elite_sampling_strategy": "strategy3"'
+ELITE="$ELITE_, \"score_steps\": null}"
+ELITE5="$ELITE_, \"score_steps\": 5}"
 SEEDS=("$@"); [ ${#SEEDS[@]} -gt 0 ] || SEEDS=(1 2 3)
 for seed in "${SEEDS[@]}"; do
   for config in ${CONFIGS:-A B C D}; do

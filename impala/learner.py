@@ -140,7 +140,7 @@ def replay_scores(replay: ReplayBuffer, model: torch.nn.Module, device: torch.de
     ``elite`` compares what the current network makes of a stored unroll's steps with what the acting network made
     of them (its logits or features, stored at acting time); ``attentive`` compares it with where the agent is now,
     the newest fresh unroll's last state (its view broadcast over the unroll's steps). Both look at the first
-    ``score_steps`` steps of each unroll (all of them by default)."""
+    ``score_steps`` steps of each unroll (5 by default: ``DEFAULT_SCORE_STEPS``; null: all of them)."""
     spec = replay.spec
     if spec["type"] != "custom" or not (spec["sample_strategy"] or spec["insert_strategy"]):
         return None, None
@@ -286,14 +286,15 @@ def learner_loop(step: LearnerStep, source: UnrollSource, state: RunState, paren
 def unroll_features(args: argparse.Namespace, meta: dict) -> int:
     """F, the size of the features the actors store beside the logits: what the heads read where a replay ranks
     unrolls by them (elite or attentive sampling by ln_norm/cos_dist), else 0."""
-    specs = replay_specs(args.replay_parameters, args.batch_size)
+    specs = replay_specs(args.replay_parameters, args.batch_size, args.num_steps)
     return feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
 
 
 def replays_for(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> list[ReplayBuffer]:
     """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
     them as its predecessor left them."""
-    specs, features = replay_specs(args.replay_parameters, args.batch_size), unroll_features(args, meta)
+    specs = replay_specs(args.replay_parameters, args.batch_size, args.num_steps)
+    features = unroll_features(args, meta)
     return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], hidden_size=meta["hidden_size"],
                          feature_size=features, final_slots=final_slots(settings, args.num_steps),
                          **policy_layout(meta))

@@ -22,8 +22,9 @@ Where this differs from elite_buffer_vtrace, on purpose: ``cos_dist`` is ``1 - c
 (its code ranked the similarity as if it were one, so elite sampling picked the most drifted unrolls); candidates
 are distinct slots, so strategy 3 cannot loop for ever waiting for a sample count that no candidate has, and a
 buffer of exactly ``count`` slots works; ratios are compared with a tolerance (it rejected 0.6, 0.3, 0.1). Added:
-``score_steps`` k ranks by each unroll's first k steps only (every step by default), a k-th of the scoring
-forwards' cost (on a CPU they cost as much as the learner's training: BENCHMARKS.md).
+``score_steps`` k ranks by each unroll's first k steps only (5 by default, every step where unrolls are shorter;
+null: every step), k/T of the scoring forwards' cost (on a CPU, scoring every step cost as much as the learner's
+training; the first 5 learned Pong as well: BENCHMARKS.md).
 
 The buffers are shared-memory tensors allocated once by the supervisor (they outlive a replaced learner), with
 the unroll slots' layout plus per-unroll features, sample counts and insertion step; the learner is their only
@@ -155,9 +156,10 @@ def available_memory() -> int | None:
 def check_run_memory(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> None:
     """Refuse, before anything is allocated, a run whose replays would not fit in memory (they need the
     observation's shape, so this runs once the environment is known)."""
-    check_replay_memory(replay_specs(args.replay_parameters, args.batch_size), args.num_steps, meta["obs_shape"],
-                        hidden_size=meta["hidden_size"], feature_size=feature_size(meta),
-                        final_slots=final_slots(settings, args.num_steps), **policy_layout(meta))
+    specs = replay_specs(args.replay_parameters, args.batch_size, args.num_steps)
+    check_replay_memory(specs, args.num_steps, meta["obs_shape"], hidden_size=meta["hidden_size"],
+                        feature_size=feature_size(meta), final_slots=final_slots(settings, args.num_steps),
+                        **policy_layout(meta))
 
 
 def check_replay_memory(specs: list[dict], unroll_length: int, obs_shape: Sequence[int], num_actions: int,

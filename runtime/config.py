@@ -39,7 +39,7 @@ from envs.frames import FORMER_FRAME_NORM, FRAME_NORMS
 from model import CRITICS, FRAME_FORMAT, LOG_STDS, VECTOR_MODELS, GaussianHead, choose_model, model_meta
 from runtime.checkpoints import check_compatible, load_checkpoint
 from runtime.defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
-from runtime.replay_spec import DEFAULT_REPLAY_PARAMETERS, check_keys_read, entry_error, replay_specs
+from runtime.replay_spec import DEFAULT_REPLAY_PARAMETERS, check_keys_read, replay_specs
 from runtime.run_dir import choose_run_dir
 
 MACHINE_FLAGS = ("resume", "run_dir", "load", "gpu_ids", "backend", "ray_address")  # never taken from a resumed run
@@ -457,11 +457,7 @@ def check_args(args: argparse.Namespace) -> None:
                              f"{args.num_buffers} gives: they fill batches of at most {batch_capacity(args)} (each "
                              f"actor claims --envs-per-worker slots at once); raise --num-buffers or leave it out, "
                              f"or lower --batch-size")
-        specs = replay_specs(args.replay_parameters, args.batch_size)
-        for index, spec in enumerate(specs):
-            if (spec.get("score_steps") or 0) > args.num_steps:
-                raise entry_error(index, spec, "'score_steps'", f"{spec['score_steps']} is above --num-steps "
-                                                                f"{args.num_steps}, the steps an unroll has")
+        specs = replay_specs(args.replay_parameters, args.batch_size, args.num_steps)
         if not (args.kl_threshold > 0 and math.isfinite(args.kl_threshold)):
             raise BadInput(f"--kl-threshold must be a finite number > 0, got {args.kl_threshold}")
         for flag, cost in (("--policy-cloning-cost", args.policy_cloning_cost),

@@ -18,8 +18,8 @@ straightforward one-env-per-worker loop). A configuration is
 (``impala``: IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping
 environments; ``server``: with ``--inference server``; ``replay``: IMPALA with ``REPLAYS["replay"]``, half of
 each batch fresh and half replayed uniformly; ``elite``: the same with elite sampling, strategy 3, lambda 6 (not
-annealed in a bench run); ``eliteN``, e.g. ``elite5``: that scoring the first N steps of each candidate
-(``score_steps``) instead of all; ``batched``: A3G's ``--train-forward batched``; ``running``/``scale``: that
+annealed in a bench run), scoring the first 5 steps of each candidate (the default ``score_steps``); ``eliteN``,
+e.g. ``elite20``: that scoring the first N steps (20, the unroll: every step); ``batched``: A3G's ``--train-forward batched``; ``running``/``scale``: that
 ``--frame-norm`` instead of the default, frame; the emulator ceiling is always the default pipeline's, uint8 frames).
 """
 

@@ -252,6 +252,23 @@ def test_specs_default_and_tolerant_ratios():
     assert specs[2]["elite_sampling_strategy"] == "strategy3" and specs[2]["p"] == 2
 
 
+def test_elite_scoring_reads_5_steps_by_default_and_no_more_than_an_unroll_has():
+    """``score_steps``: 5 unless given (every step of an unroll shorter than that); null scores every step; a value
+    given above ``--num-steps`` is refused, as no unroll has those steps."""
+    entry = {"type": "custom", "capacity": 16, "sample_ratio": 0.5, "dist_function": "ln_norm",
+             "sample_strategy": "elite_sampling"}
+
+    def steps(unroll_length, **given):
+        text = json.dumps([{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {**entry, **given}])
+        return replay_specs(text, 4, unroll_length)[1]["score_steps"]
+
+    assert steps(20) == 5 and steps(None) == 5
+    assert steps(3) == 3  # the default, cut to a 3-step unroll
+    assert steps(20, score_steps=None) is None and steps(20, score_steps=20) == 20
+    with pytest.raises(ValueError, match=r"entry 2 \(custom\): 'score_steps' 21 is above --num-steps 20"):
+        steps(20, score_steps=21)
+
+
 @pytest.mark.parametrize("hidden, features", [(0, 0), (16, 4)])
 def test_slot_bytes_is_what_a_replay_allocates_per_unroll(hidden, features):
     buffer = ReplayBuffer(spec(capacity=5, sample_strategy="elite_sampling"), 20, [4], 2, hidden, features)

@@ -124,14 +124,14 @@ def test_score_steps_ranks_by_the_first_steps_only():
     batch["features"][:2, 2] += 0.5  # unroll 2 drifted in its first two steps
     batch["features"][2:, 3] += 1.0  # unroll 3 only after them
     scores = {}
-    for steps in (None, 2, T):
-        spec = replay_specs(text % ("" if steps is None else f', "score_steps": {steps}'), 4)[1]
+    for steps in ("null", 2, T):
+        spec = replay_specs(text % f', "score_steps": {steps}', 4)[1]
         replay = ReplayBuffer(spec, T, [3], 2, 8, feature_size(meta))
         g = torch.Generator().manual_seed(0)
         for j in range(4):
             replay.put(replay.insert_slot(g), column(batch, j), 1)
         scores[steps] = replay_scores(replay, model, "cpu", batch)[1](torch.arange(4))
-    whole, first = scores[None], scores[2]
+    whole, first = scores["null"], scores[2]
     assert whole[0] < 1e-5 and whole[1] < 1e-5 and first[0] < 1e-5 and first[1] < 1e-5
     assert torch.isclose(whole[3], torch.tensor(1.0 * (2 * 8) ** 0.5), atol=1e-4) and first[3] < 1e-5
     assert torch.isclose(first[2], torch.tensor(0.5 * (2 * 8) ** 0.5), atol=1e-4)

@@ -76,13 +76,14 @@ def test_replay_tokens_name_valid_replay_parameters(token, kind):
 
 
 def test_an_elite_token_with_steps_scores_that_many_steps():
-    """``:elite5``: configuration D scoring the first 5 steps of each candidate; ``:elite`` scores them all."""
+    """``:elite20``: configuration D scoring the first 20 steps of each candidate (every step of an unroll);
+    ``:elite`` the default, 5."""
     from runtime.replay_spec import replay_specs
     from tools.bench import parse_config, replay_parameters
 
-    config = parse_config("nature:8:bf16:impala:elite5")
-    assert config["replay"] == "elite" and config["score_steps"] == 5
-    specs = replay_specs(replay_parameters(config), 8)
-    assert specs[1]["score_steps"] == 5 and specs[1]["sample_strategy"] == "elite_sampling"
-    assert replay_specs(replay_parameters(parse_config("nature:8:impala:elite")), 8)[1]["score_steps"] is None
+    config = parse_config("nature:8:bf16:impala:elite20")
+    assert config["replay"] == "elite" and config["score_steps"] == 20
+    specs = replay_specs(replay_parameters(config), 8, 20)
+    assert specs[1]["score_steps"] == 20 and specs[1]["sample_strategy"] == "elite_sampling"
+    assert replay_specs(replay_parameters(parse_config("nature:8:impala:elite")), 8, 20)[1]["score_steps"] == 5
 
