@@ -2,6 +2,7 @@ import functools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -105,10 +106,17 @@ def session_processes(sid):
     return pids
 
 
+def as_a_terminal_job():
+    """``preexec_fn`` for a run a test stops with Ctrl-C: SIGINT back to its default, as a terminal's foreground job
+    has it. A suite started in the background of a non-interactive shell inherits SIGINT ignored, and so would the
+    run (Python then installs no KeyboardInterrupt for it, as a background job should not stop at Ctrl-C)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_run(tmp_path, *flags, env=None):
     cmd = [sys.executable, os.path.join(ROOT, "main.py"), *map(str, flags), *map(str, out_dirs(tmp_path))]
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, **(env or {})})
+                            start_new_session=True, preexec_fn=as_a_terminal_job, env={**os.environ, **(env or {})})
 
 
 def wait_for(predicate, timeout=90):

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from conftest import ROOT, out_dirs, read_json, run_main, session_processes
+from conftest import ROOT, as_a_terminal_job, out_dirs, read_json, run_main, session_processes
 from core.schedule import entropy_coef, learning_rate
 
 pytestmark = pytest.mark.slow
@@ -103,7 +103,8 @@ def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):
 def test_signal_stops_everything_and_saves(tmp_path, sig, code, when):
     cmd = [sys.executable, os.path.join(ROOT, "main.py"), *CARTPOLE, "--no-tensorboard-logger", *out_dirs(tmp_path)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own process group, as a terminal gives a foreground job
+                            start_new_session=True,  # its own process group, as a terminal gives a foreground job
+                            preexec_fn=as_a_terminal_job)
     progress = tmp_path / "run" / "progress.csv"
     deadline = time.monotonic() + 120
     if when == "running":  # wait until the evaluator has logged a game: every child is up and working

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, command, read_json
+from conftest import ROOT, as_a_terminal_job, command, read_json
 from tools import sweep
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -179,7 +179,7 @@ def test_ctrl_c_stops_the_sweep_after_the_running_run_saved(tmp_path):
     out = tmp_path / "sweep"
     flags = ["--runs", 3, "--seconds", 120, "--out", out, "--", *TINY]
     proc = subprocess.Popen([*command("sweep"), *map(str, flags)], cwd=ROOT,
-                            start_new_session=True,
+                            start_new_session=True, preexec_fn=as_a_terminal_job,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     progress, deadline = out / "run1" / "progress.csv", time.monotonic() + 120
     while not (progress.exists() and len(progress.read_text().splitlines()) > 5) and time.monotonic() < deadline:
