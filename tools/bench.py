@@ -19,8 +19,9 @@ straightforward one-env-per-worker loop). A configuration is
 environments; ``server``: with ``--inference server``; ``replay``: IMPALA with ``REPLAYS["replay"]``, half of
 each batch fresh and half replayed uniformly; ``elite``: the same with elite sampling, strategy 3, lambda 6 (not
 annealed in a bench run), scoring the first 5 steps of each candidate (the default ``score_steps``); ``eliteN``,
-e.g. ``elite20``: that scoring the first N steps (20, the unroll: every step); ``batched``: A3G's ``--train-forward batched``; ``running``/``scale``: that
-``--frame-norm`` instead of the default, frame; the emulator ceiling is always the default pipeline's, uint8 frames).
+e.g. ``elite20``: that scoring the first N steps (20, the unroll: every step); ``batched``: A3G's
+``--train-forward batched``; ``running``/``scale``: that ``--frame-norm`` instead of the default, frame; the
+emulator ceiling is always the default pipeline's, uint8 frames).
 """
 
 import argparse
