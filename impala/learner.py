@@ -286,7 +286,11 @@ def learner_loop(step: LearnerStep, source: UnrollSource, state: RunState, paren
 def unroll_features(args: argparse.Namespace, meta: dict) -> int:
     """F, the size of the features the actors store beside the logits: what the heads read where a replay ranks
     unrolls by them (elite or attentive sampling by ln_norm/cos_dist), else 0."""
-    specs = replay_specs(args.replay_parameters, args.batch_size, args.num_steps)
+    return features_for(replay_specs(args.replay_parameters, args.batch_size, args.num_steps), meta)
+
+
+def features_for(specs: list[dict], meta: dict) -> int:
+    """``unroll_features`` of replays already parsed."""
     return feature_size(meta) if any(needs_features(spec) for spec in specs) else 0
 
 
@@ -294,7 +298,7 @@ def replays_for(args: argparse.Namespace, settings: EnvSettings, meta: dict) -> 
     """The ``--replay-parameters`` replays, allocated once, by the supervisor's process: a replaced learner finds
     them as its predecessor left them."""
     specs = replay_specs(args.replay_parameters, args.batch_size, args.num_steps)
-    features = unroll_features(args, meta)
+    features = features_for(specs, meta)
     return [ReplayBuffer(spec, args.num_steps, meta["obs_shape"], hidden_size=meta["hidden_size"],
                          feature_size=features, final_slots=final_slots(settings, args.num_steps),
                          **policy_layout(meta))
