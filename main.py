@@ -39,7 +39,7 @@ from model import build_model, describe_network, fast_layout, flatten_parameters
 from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
 from runtime.config import validate
 from runtime.context import RunContext
-from runtime.processes import evaluator_cpu_share
+from runtime.processes import confirm_cpu_share, evaluator_cpu_share
 from runtime.progress import Progress, TrainingGames
 from runtime.run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
 from runtime.run_state import RunState
@@ -165,8 +165,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})
     roles_line = (f"{args.workers} actor(s) and a learner" if args.algo == "impala" else f"{args.workers} worker(s)")
     print(f"a3g: training {args.env} ({args.algo}) with {roles_line} on {', '.join(device_names)}, "
-          f"model {describe_network(meta)}, evaluator on {evaluator_cpu_share(args.evaluator_cpu, args.workers):g} of a "
-          f"core; run directory {args.run_dir}"
+          f"model {describe_network(meta)}, evaluator on {describe_evaluator_share(args)}; run directory {args.run_dir}"
           + (f" (resumed at {int(state.frames.value)} frames{branch_note(args)})" if resumed is not None else "")
           + (f"; {cluster.describe(args.workers)}" if cluster is not None else ""), flush=True)
     if args.defaults:
@@ -258,6 +257,16 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
 def finite_or_none(x: float) -> float | None:
     """``x``, or None for an infinity or NaN (summary.json holds no such numbers)."""
     return x if math.isfinite(x) else None
+
+
+def describe_evaluator_share(args: argparse.Namespace) -> str:
+    """The evaluator's CPU for the start-up line: '0.2 of a core', and what it plays at when confirming a score."""
+    share = evaluator_cpu_share(args.evaluator_cpu, args.workers)
+    confirm = confirm_cpu_share(args.confirm_cpu, share)
+    text = f"{share:g} of a core"
+    if args.stop_score is not None and confirm > share:
+        text += f" ({confirm:g} while its latest game is at --stop-score {args.stop_score:g})"
+    return text
 
 
 def branch_note(args: argparse.Namespace) -> str:

@@ -70,7 +70,7 @@ READ_ONLY_WITH = {
 
 
 def cpu_share(text: str) -> str | float:
-    """--evaluator-cpu: 'auto' or a fraction of one core in (0, 1]."""
+    """--evaluator-cpu, --confirm-cpu: 'auto' or a fraction of one core in (0, 1]."""
     if text == "auto":
         return text
     try:
@@ -306,6 +306,10 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--evaluator-cpu", type=cpu_share, default="auto", metavar="auto|FRACTION",
         help="the most of one core the evaluator uses, on average (it pauses between bits of games); auto: all of "
              "one when the workers leave a core free, else a tenth of the machine (0.2 on 2 cores)")
+    add("--confirm-cpu", type=cpu_share, default="auto", metavar="auto|FRACTION",
+        help="with --stop-score: the most of one core the evaluator uses while its latest game reached the score, "
+             "so that the games which can end the run come sooner; auto: a whole core (as much as the scheduler "
+             "gives it); a value at or below --evaluator-cpu: no change")
     add("--evaluator-nice", type=int, default=0, choices=range(0, 20), metavar="0..19",
         help="scheduling niceness of the evaluator: 10 leaves the workers the CPU, but evaluator games, and so "
              "'solved', come much later")

@@ -30,7 +30,14 @@ from envs.environment import make_env
 from model import build_model, fast_layout
 from runtime.checkpoints import load_checkpoint, model_file
 from runtime.context import RunContext
-from runtime.processes import CpuPacer, evaluator_cpu_share, parent_alive, setup_child_process
+from runtime.processes import (
+    CpuPacer,
+    confirm_cpu_share,
+    evaluator_cpu_share,
+    parent_alive,
+    setup_child_process,
+    share_after_game,
+)
 
 
 def evaluator_role(run: RunContext, target: Callable | None = None) -> tuple[Callable, tuple]:
@@ -49,7 +56,11 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
     setup_child_process(args.seed + args.workers, parent_pid)
     # With one worker per core, fair scheduling would give the evaluator a third of a 2-core machine. It paces
     # itself to --evaluator-cpu of a core instead; --evaluator-nice lowers its priority as well (see BENCHMARKS.md).
-    pacer = CpuPacer(evaluator_cpu_share(args.evaluator_cpu, args.workers), state.stop)
+    # While its latest game is at --stop-score, the games that can end the run are the run's critical path: the
+    # evaluator then plays them at --confirm-cpu (a whole core by default), the workers slowed only for those games.
+    share = evaluator_cpu_share(args.evaluator_cpu, args.workers)
+    confirm_share = confirm_cpu_share(args.confirm_cpu, share)
+    pacer = CpuPacer(share, state.stop)
     if args.evaluator_nice:
         os.nice(args.evaluator_nice)
     device = device_for(args.gpu_ids, 0)
@@ -118,6 +129,7 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
             if args.stop_score is not None and len(scores) == args.score_window and mean_return >= args.stop_score:
                 state.solved.value = 1
                 state.stop.set()
+            pacer.share = share_after_game(episode_return, args.stop_score, share, confirm_share)
             pacer.pace()
     if writer is not None:
         writer.close()

@@ -54,6 +54,18 @@ def evaluator_cpu_share(setting: str | float, workers: int, cores: int | None = 
     return 1.0 if workers < cores else min(1.0, 0.1 * cores)
 
 
+def confirm_cpu_share(setting: str | float, share: float) -> float:
+    """--confirm-cpu as a number: the evaluator's share of a core while its latest game is at --stop-score, never
+    less than its usual ``share``; auto: a whole core."""
+    return max(share, 1.0 if setting == "auto" else float(setting))
+
+
+def share_after_game(episode_return: float, stop_score: float | None, share: float, confirm_share: float) -> float:
+    """The evaluator's share of a core for its next game: ``confirm_share`` while its latest game is at the stop
+    score (the games that can end the run are then its critical path), else its usual ``share``."""
+    return confirm_share if stop_score is not None and episode_return >= stop_score else share
+
+
 class CpuPacer:
     """Keeps a process's CPU use at ``share`` of one core on average: ``pace()``, called between small bits of
     work, sleeps long enough that the CPU time spent since the last call is ``share`` of the wall time. Sleeping
@@ -67,9 +79,8 @@ class CpuPacer:
         self.cpu, self.wall = time.process_time(), time.monotonic()
 
     def pace(self) -> None:
-        if self.share >= 1.0:
-            return
+        """Pays for the CPU time since the last call at today's ``share`` (which may change between calls)."""
         owed = (time.process_time() - self.cpu) / self.share - (time.monotonic() - self.wall)
-        if owed > 0:
+        if owed > 0 and self.share < 1.0:
             self.stop.wait(owed)
         self._mark()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from runtime.processes import CpuPacer, evaluator_cpu_share
+from runtime.processes import CpuPacer, confirm_cpu_share, evaluator_cpu_share, share_after_game
 from runtime.run_state import StopFlag
 
 
@@ -28,6 +28,19 @@ def test_auto_share(workers, cores, share):
 def test_explicit_share_is_kept():
     assert evaluator_cpu_share(0.5, 2, 2) == 0.5
     assert evaluator_cpu_share(1.0, 64, 2) == 1.0
+
+
+def test_confirm_share_is_never_below_the_usual_one():
+    assert confirm_cpu_share("auto", 0.2) == 1.0
+    assert confirm_cpu_share(0.5, 0.2) == 0.5
+    assert confirm_cpu_share(0.1, 0.2) == 0.2  # at or below --evaluator-cpu: no change
+
+
+def test_the_confirm_share_holds_while_the_latest_game_is_at_the_stop_score():
+    assert share_after_game(18.0, 18.0, 0.2, 1.0) == 1.0
+    assert share_after_game(21.0, 18.0, 0.2, 1.0) == 1.0
+    assert share_after_game(17.0, 18.0, 0.2, 1.0) == 0.2  # a game below it: back to the usual share
+    assert share_after_game(21.0, None, 0.2, 1.0) == 0.2  # no --stop-score: nothing to confirm
 
 
 def burn(seconds):
@@ -55,6 +68,21 @@ def test_full_share_never_sleeps():
     start = time.monotonic()
     pacer.pace()
     assert time.monotonic() - start < 0.5  # no pause (a generous bound: the machine may be busy)
+
+
+def test_a_lower_share_after_a_full_one_charges_only_what_follows():
+    """The evaluator plays at a whole core while confirming a score and goes back to its share after: the CPU it
+    used at the whole core is not paid for again at the small share (that would be a pause of many seconds)."""
+    pacer = CpuPacer(1.0, threading.Event())
+    for _ in range(5):
+        burn(0.05)
+        pacer.pace()
+    pacer.share = 0.5
+    burn(0.05)
+    start = time.monotonic()
+    pacer.pace()
+    paused = time.monotonic() - start
+    assert paused < 0.2, paused  # 0.05 s of CPU at half a core: ~0.05 s; with the full phase's 0.25 s too, ~0.5 s
 
 
 def test_a_stop_request_ends_the_pause():
