@@ -39,7 +39,7 @@ from model import build_model, describe_network, fast_layout, flatten_parameters
 from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
 from runtime.config import validate
 from runtime.context import RunContext
-from runtime.processes import confirm_cpu_share, evaluator_cpu_share
+from runtime.processes import evaluator_shares
 from runtime.progress import Progress, TrainingGames
 from runtime.run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
 from runtime.run_state import RunState
@@ -261,8 +261,7 @@ def finite_or_none(x: float) -> float | None:
 
 def describe_evaluator_share(args: argparse.Namespace) -> str:
     """The evaluator's CPU for the start-up line: '0.2 of a core', and what it plays at when confirming a score."""
-    share = evaluator_cpu_share(args.evaluator_cpu, args.workers)
-    confirm = confirm_cpu_share(args.confirm_cpu, share)
+    share, confirm = evaluator_shares(args)
     text = f"{share:g} of a core"
     if args.stop_score is not None and confirm > share:
         text += f" ({confirm:g} while its latest game is at --stop-score {args.stop_score:g})"

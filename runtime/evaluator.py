@@ -32,8 +32,7 @@ from runtime.checkpoints import load_checkpoint, model_file
 from runtime.context import RunContext
 from runtime.processes import (
     CpuPacer,
-    confirm_cpu_share,
-    evaluator_cpu_share,
+    evaluator_shares,
     parent_alive,
     setup_child_process,
     share_after_game,
@@ -58,8 +57,7 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
     # itself to --evaluator-cpu of a core instead; --evaluator-nice lowers its priority as well (see BENCHMARKS.md).
     # While its latest game is at --stop-score, the games that can end the run are the run's critical path: the
     # evaluator then plays them at --confirm-cpu (a whole core by default), the workers slowed only for those games.
-    share = evaluator_cpu_share(args.evaluator_cpu, args.workers)
-    confirm_share = confirm_cpu_share(args.confirm_cpu, share)
+    share, confirm_share = evaluator_shares(args)
     pacer = CpuPacer(share, state.stop)
     if args.evaluator_nice:
         os.nice(args.evaluator_nice)

@@ -60,6 +60,12 @@ def confirm_cpu_share(setting: str | float, share: float) -> float:
     return max(share, 1.0 if setting == "auto" else float(setting))
 
 
+def evaluator_shares(args) -> tuple[float, float]:
+    """The evaluator's usual share of a core and its share while confirming a score, from the run's flags."""
+    share = evaluator_cpu_share(args.evaluator_cpu, args.workers)
+    return share, confirm_cpu_share(args.confirm_cpu, share)
+
+
 def share_after_game(episode_return: float, stop_score: float | None, share: float, confirm_share: float) -> float:
     """The evaluator's share of a core for its next game: ``confirm_share`` while its latest game is at the stop
     score (the games that can end the run are then its critical path), else its usual ``share``."""
