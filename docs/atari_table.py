@@ -1,7 +1,8 @@
 """The seven Atari games' results table and figure, rebuilt from the committed runs.
 
     python docs/atari_table.py                 # reads docs/atari_runs/, writes docs/ATARI.md and docs/atari_runs.png
-    python docs/atari_table.py FOLDER PAGE [PROBES]  # another folder of runs, another page (and probes)
+    python docs/atari_table.py FOLDER PAGE [PROBES [VARIANTS]]  # another folder of runs, another page (and probes,
+                                                                # and runs with flags beyond the defaults)
 
 FOLDER/<Game>/ is one game's ``tools.sweep`` output (run1, run2, ... each with args.json, summary.json and
 progress.csv; sweep.json with the commands, the machine, the commit and an optional ``note`` that the page
@@ -12,7 +13,9 @@ at or before 10M and 20M frames (``games.csv``: the workers' sampled policy, as 
 wall-clock and frames/s; the human-normalised score of both medians at 20M frames, ``(score - random) / (human -
 random)`` with Mnih et al. (2015)'s random and human scores; and RL Zoo's A2C and PPO scores (10M agent steps = 40M
 frames, their ``benchmark.md``), with both medians also taken over the same games only. A game without runs has a
-row that says so.
+row that says so. Runs that add a flag to the defaults (docs/atari_variants/<name>/, the game and flags from the
+sweep's ``main_flags``) get rows of their own in a section below, with the seven-game medians as they would be with
+each in place of its game's defaults row.
 """
 
 import json
@@ -51,9 +54,8 @@ def normalised(game: str, score: float | None) -> float | None:
     return (score - random) / (human - random)
 
 
-def load_game(folder: str, game: str) -> dict:
-    """One game's runs and what the table says of them."""
-    out = os.path.join(folder, game)
+def load_game(out: str, game: str) -> dict:
+    """One game's runs (the ``tools.sweep`` output ``out``) and what the table says of them."""
     meta = load_json(os.path.join(out, "sweep.json"))
     known = {r.get("run"): r for r in meta.get("runs", []) if isinstance(r, dict)}
     dirs = run_dirs(out)
@@ -79,6 +81,28 @@ def load_game(folder: str, game: str) -> dict:
             "fps": statistics.median([r["frames"] / r["seconds"] for r in timed]) if timed else None}
 
 
+def load_variants(folder: str) -> list[dict]:
+    """Runs that add flags to the defaults: each FOLDER/<name>/ is a ``tools.sweep`` output whose ``main_flags`` (in
+    its sweep.json) name the game (``--env``) and the flags; by game, then flags."""
+    found = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        flags = list(load_json(os.path.join(folder, name, "sweep.json")).get("main_flags") or [])
+        if "--env" not in flags[:-1]:
+            continue
+        at = flags.index("--env")
+        game = flags[at + 1].removesuffix("NoFrameskip-v4")
+        if game not in REFERENCE:
+            continue
+        variant = load_game(os.path.join(folder, name), game)
+        variant["flags"] = " ".join(flags[:at] + flags[at + 2:])
+        found.append(variant)
+    return sorted(found, key=lambda g: (g["game"], g["flags"]))
+
+
+def label(g: dict) -> str:
+    return f"{g['game']}, `{g['flags']}`" if g.get("flags") else g["game"]
+
+
 def number(value: float | None, fmt: str = "{:,.1f}") -> str:
     return "-" if value is None else fmt.format(value)
 
@@ -89,34 +113,45 @@ def pair(median: float | None, worst: float | None, runs: int) -> str:
     return number(median) if runs == 1 else f"{number(median)} / {number(worst)}"
 
 
-def table(games: list[dict]) -> str:
-    rows = ["| game | runs | evaluator @ 10M frames | evaluator @ 20M frames | training games @ 10M frames "
+def rows(games: list[dict]) -> str:
+    lines = ["| game | runs | evaluator @ 10M frames | evaluator @ 20M frames | training games @ 10M frames "
             "| training games @ 20M frames | wall-clock (min) | frames/s | human-normalised @ 20M: evaluator, training "
             "games | RL Zoo A2C @ 40M frames | RL Zoo PPO @ 40M frames |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for g in games:
         a2c, ppo = RL_ZOO[g["game"]]
         if not g["runs"]:
-            rows.append(f"| {g['game']} | not run yet | | | | | | | | {number(a2c)} | {number(ppo)} |")
+            lines.append(f"| {label(g)} | not run yet | | | | | | | | {number(a2c)} | {number(ppo)} |")
             continue
         reached = [g["reached"][budget] for budget in BUDGETS]
         cells = [pair(*g[kind][budget], n) for kind in ("at", "training") for budget, n in zip(BUDGETS, reached)]
         scores = [number(normalised(g["game"], g[kind][BUDGETS[1]][0]), "{:.2f}") for kind in ("at", "training")]
-        rows.append(f"| {g['game']} | {len(g['runs'])} | " + " | ".join(cells)
-                    + f" | {number(g['seconds'] and g['seconds'] / 60, '{:.0f}')} | {number(g['fps'], '{:,.0f}')} | "
-                    f"{', '.join(scores)} | {number(a2c)} | {number(ppo)} |")
-    theirs = [normalised(game, RL_ZOO[game][0]) for game in GAMES if RL_ZOO[game][0] is not None]
+        lines.append(f"| {label(g)} | {len(g['runs'])} | " + " | ".join(cells)
+                     + f" | {number(g['seconds'] and g['seconds'] / 60, '{:.0f}')} | {number(g['fps'], '{:,.0f}')} | "
+                     f"{', '.join(scores)} | {number(a2c)} | {number(ppo)} |")
+    return "\n".join(lines)
+
+
+def medians(games: list[dict]) -> str:
+    """The median human-normalised score at 20M frames of the evaluator and of the training games, over the games
+    that have one."""
     parts = []
     for kind, name in (("at", "the evaluator's"), ("training", "the training games'")):
         ours = [normalised(g["game"], g[kind][BUDGETS[1]][0]) for g in games]
         ours = [x for x in ours if x is not None]
         if ours:
             parts.append(f"{name} **{statistics.median(ours):.2f}** over {len(ours)} game(s)")
+    return "; ".join(parts)
+
+
+def table(games: list[dict]) -> str:
+    theirs = [normalised(game, RL_ZOO[game][0]) for game in GAMES if RL_ZOO[game][0] is not None]
+    parts = medians(games)
     summary = ("Median human-normalised score at 20M frames (the games with a run that got that far): "
-               + "; ".join(parts) if parts else "No game has a run that reached 20M frames yet")
+               + parts if parts else "No game has a run that reached 20M frames yet")
     summary += (f"; RL Zoo's A2C at 40M frames: {statistics.median(theirs):.2f} (median over the {len(theirs)} games it "
                 f"publishes: no MsPacman).")
-    return "\n".join(rows) + "\n\n" + summary + "\n" + like_for_like(games)
+    return rows(games) + "\n\n" + summary + "\n" + like_for_like(games)
 
 
 def like_for_like(games: list[dict]) -> str:
@@ -175,10 +210,36 @@ def probe_table(folder: str, shown: str) -> str:
     return PROBES.format(folder=shown) + "\n".join(rows) + "\n"
 
 
+VARIANTS = """## Beyond the defaults: a game with a flag added
+
+The same measurements for runs that add a flag to the defaults (rebuilt from `{folder}/`, each folder's
+`sweep.md` and `sweep.png` its curves): levers that BENCHMARKS.md probed on one game, taken to 20M frames. They are
+not the defaults' results and the table above does not count them; below the table, the seven-game medians with
+each such row in place of the defaults' row of its game.
+
+"""
+
+
+def variant_section(games: list[dict], variants: list[dict], shown: str) -> str:
+    """The rows of runs with flags beyond the defaults, and the seven-game medians with each in place of its game's
+    defaults row; empty without such runs."""
+    if not variants:
+        return ""
+    lines = [rows(variants), ""]
+    for variant in variants:
+        swapped = [variant if g["game"] == variant["game"] else g for g in games]
+        parts = medians(swapped)
+        if parts:
+            lines.append(f"- With {label(variant)} in place of {variant['game']}'s defaults row, the median "
+                         f"human-normalised score at 20M frames: {parts}.")
+    return (VARIANTS.format(folder=shown) + "\n".join(lines) + "\n\n### Their runs\n\n" + provenance(variants)
+            + "\n\n")
+
+
 def provenance(games: list[dict]) -> str:
     lines = []
     for g in (g for g in games if g["runs"]):
-        lines.append(f"- **{g['game']}**: `{g['command']}`; code `{g['commit'] or 'not recorded'}`; "
+        lines.append(f"- **{label(g)}**: `{g['command']}`; code `{g['commit'] or 'not recorded'}`; "
                      f"{g['machine'] or 'machine not recorded'}; {g['defaults'] or 'defaults not recorded'}"
                      + (f". {g['note']}" if g["note"] else ""))
     return "\n".join(lines) if lines else "- no runs yet"
@@ -242,11 +303,14 @@ def main(argv: list[str]) -> int:
     stem = os.path.splitext(os.path.basename(page))[0].lower()  # ATARI.md -> atari_runs.png beside it
     png = os.path.join(os.path.dirname(page), stem + "_runs.png")
     probes = argv[2] if len(argv) > 2 else os.path.join(HERE, "atari_probes")
-    games = [load_game(folder, game) for game in GAMES]
+    beyond = argv[3] if len(argv) > 3 else os.path.join(HERE, "atari_variants")
+    games = [load_game(os.path.join(folder, game), game) for game in GAMES]
+    variants = load_variants(beyond)
     rel = os.path.relpath
     text = (INTRO.format(folder=rel(folder, os.path.dirname(page)), figure=rel(png, os.path.dirname(page)))
             + table(games) + "\n## The runs\n\n" + provenance(games) + "\n\n"
             + f"![Every run of the seven games]({rel(png, os.path.dirname(page))})\n\n"
+            + variant_section(games, variants, rel(beyond, os.path.dirname(page)))
             + probe_table(probes, rel(probes, os.path.dirname(page))))
     with open(page, "w") as f:
         f.write(text)

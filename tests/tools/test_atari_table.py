@@ -100,3 +100,30 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
 def test_human_normalised_scores():
     assert atari_table.normalised("Pong", -20.7) == 0.0 and atari_table.normalised("Pong", 9.3) == pytest.approx(1.0)
     assert atari_table.normalised("Breakout", None) is None
+
+
+def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
+    page = tmp_path / "ATARI.md"
+    variants = tmp_path / "atari_variants"
+    crafted_run(variants / "Breakout_ns5" / "run1", [(10 * M, 200), (20 * M, 400)], 1)
+    crafted_run(variants / "Breakout_ns5" / "run2", [(10 * M, 100), (20 * M, 350)], 2)
+    (variants / "Breakout_ns5" / "sweep.json").write_text(json.dumps({
+        "main_flags": ["--env", "BreakoutNoFrameskip-v4", "--num-steps", "5"], "sweep_command": "python -m tools.sweep",
+        "commit": "fed987", "runs": []}))
+    (variants / "notes").mkdir()  # a folder that is not a sweep of a game: left out
+    assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(variants)]) == 0
+    text = page.read_text()
+    main_table, beyond = text.split("## Beyond the defaults")
+    assert "--num-steps" not in main_table.split("## The runs")[0]  # the defaults' table counts no variant
+    variant = table_rows(beyond.split("## Probes")[0])["Breakout, `--num-steps 5`"]
+    assert variant[1] == "2" and variant[2] == "150.0 / 100.0" and variant[3] == "375.0 / 350.0"
+    swapped = sorted([(375.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
+    assert (f"With Breakout, `--num-steps 5` in place of Breakout's defaults row, the median human-normalised score at "
+            f"20M frames: the evaluator's **{(swapped[0] + swapped[1]) / 2:.2f}** over 2 game(s)") in beyond
+    assert "fed987" in beyond
+
+
+def test_no_section_without_runs_beyond_the_defaults(runs, tmp_path):
+    page = tmp_path / "ATARI.md"
+    assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none")]) == 0
+    assert "Beyond the defaults" not in page.read_text()
