@@ -65,8 +65,10 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
     crafted_run(probes / "Breakout" / "run1", [(4e5, 1.0), (9e5, 3.0), (2 * M, 12.0)], 1)
     (probes / "Breakout" / "sweep.json").write_text(json.dumps({"commit": "def4567890", "runs": [
         {"run": "run1", "best_mean_return": 12.5, "min_entropy": 1.37}]}))
-    assert atari_table.main([str(runs), str(page), str(probes)]) == 0
+    # an empty folder of variants: the project's own (docs/atari_variants/) must not reach a table of crafted runs
+    assert atari_table.main([str(runs), str(page), str(probes), str(tmp_path / "no_variants")]) == 0
     text = page.read_text()
+    assert "## Beyond the defaults" not in text
     results, probed = text.split("## Probes")
     rows = table_rows(results)
     probe_rows = table_rows(probed)
