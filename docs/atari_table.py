@@ -230,7 +230,7 @@ def variant_section(games: list[dict], variants: list[dict], shown: str) -> str:
         swapped = [variant if g["game"] == variant["game"] else g for g in games]
         parts = medians(swapped)
         if parts:
-            lines.append(f"- With {label(variant)} in place of {variant['game']}'s defaults row, the median "
+            lines.append(f"- With {label(variant)} in place of the defaults' {variant['game']} row, the median "
                          f"human-normalised score at 20M frames: {parts}.")
     return (VARIANTS.format(folder=shown) + "\n".join(lines) + "\n\n### Their runs\n\n" + provenance(variants)
             + "\n\n")
