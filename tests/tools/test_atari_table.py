@@ -120,8 +120,8 @@ def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
     variant = table_rows(beyond.split("## Probes")[0])["Breakout, `--num-steps 5`"]
     assert variant[1] == "2" and variant[2] == "150.0 / 100.0" and variant[3] == "375.0 / 350.0"
     swapped = sorted([(375.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
-    assert (f"With Breakout, `--num-steps 5` in place of the defaults' Breakout row, the median human-normalised score at "
-            f"20M frames: the evaluator's **{(swapped[0] + swapped[1]) / 2:.2f}** over 2 game(s)") in beyond
+    assert (f"With Breakout, `--num-steps 5` in place of the defaults' Breakout row, the median human-normalised "
+            f"score at 20M frames: the evaluator's **{(swapped[0] + swapped[1]) / 2:.2f}** over 2 game(s)") in beyond
     assert "fed987" in beyond
 
 
