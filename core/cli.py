@@ -26,3 +26,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if "default:" in text or "auto:" in text or action.default in (None, False, argparse.SUPPRESS):
             return text
         return super()._get_help_string(action)
+
+    def _format_args(self, action, default_metavar):
+        if action.nargs == "+" and isinstance(action.metavar, str) and " " in action.metavar:
+            return action.metavar  # a flag of a few shapes (``START END|none``) spells them out itself
+        return super()._format_args(action, default_metavar)

@@ -82,6 +82,20 @@ def cpu_share(text: str) -> str | float:
     return value
 
 
+class FrameSpan(argparse.Action):
+    """--entropy-decay, --lr-decay: START END frames, or ``none`` (a constant value; drops a resumed run's span)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values == ["none"]:
+            setattr(namespace, self.dest, None)
+            return
+        try:
+            start, end = (int(value) for value in values)
+        except ValueError:
+            parser.error(f"argument {option_string}: expected START END (frames) or none, got {' '.join(values)}")
+        setattr(namespace, self.dest, [start, end])
+
+
 def default_gpu_ids() -> list[int]:
     """--gpu-ids' default: every visible GPU, else [-1] (the CPU)."""
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else [-1]
@@ -146,12 +160,13 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "vector observations")
     add("-g", "--gamma", "--discounting", type=float, default=0.99, help="discount factor")
     add("-ec", "--entropy-coef", "--entropy-cost", type=float, default=0.01, help="entropy bonus coefficient")
-    add("--entropy-decay", type=int, nargs=2, default=None, metavar=("START", "END"),
+    add("--entropy-decay", nargs="+", action=FrameSpan, default=None, metavar="START END|none",
         help="the entropy bonus falls linearly from --entropy-coef at START frames to 0 at END frames, and stays 0 "
              "(none: a constant bonus)")
-    add("--lr-decay", type=int, nargs=2, default=None, metavar=("START", "END"),
-        help="the learning rate falls linearly from --lr at START frames to 0 at END frames, and stays 0 (SB3's "
-             "lin_ schedules are --lr-decay 0 N with --max-frames N; none: a constant learning rate)")
+    add("--lr-decay", nargs="+", action=FrameSpan, default=None, metavar="START END|none",
+        help="the learning rate falls linearly from --lr at START frames to 0 at END frames (SB3's lin_ schedules "
+             "are --lr-decay 0 N with --max-frames N); END before --max-frames is refused, as the frames after it "
+             "would train nothing (none: a constant learning rate)")
     add("--normalize-advantages", action="store_true",
         help="scale each update's advantages to mean 0 and standard deviation 1 over its whole batch before the "
              "policy gradient (SB3's normalize_advantage, CleanRL's --norm-adv)")
@@ -501,6 +516,11 @@ def check_args(args: argparse.Namespace) -> None:
         if decay is not None and not 0 <= decay[0] < decay[1]:
             raise BadInput(f"--{flag.replace('_', '-')} takes START < END frames, both >= 0, got {decay[0]} "
                            f"{decay[1]}")
+    if args.lr_decay is not None and args.max_frames is not None and args.max_frames > args.lr_decay[1]:
+        end = args.lr_decay[1]
+        raise BadInput(f"--lr-decay ends at {end:,} frames, before --max-frames {args.max_frames:,}: the last "
+                       f"{args.max_frames - end:,} frames would train with a learning rate of 0; give --lr-decay "
+                       f"START END with END >= --max-frames, or --lr-decay none")
     low, high = GaussianHead.LOG_STD_RANGE
     if not low <= args.log_std_init <= high:
         raise BadInput(f"--log-std-init must lie in [{low:g}, {high:g}] (the log-std's bounds), got "

@@ -31,6 +31,10 @@ from envs.environment import ATARI_CONFIG, EnvSettings
     (["--entropy-decay", "5000", "5000"], ["--entropy-decay", "START < END"]),
     (["--entropy-decay", "-1", "5000"], ["--entropy-decay"]),
     (["--lr-decay", "5000", "100"], ["--lr-decay", "START < END"]),
+    (["--lr-decay", "5000"], ["--lr-decay", "START END"]),
+    (["--lr-decay", "1", "2", "3"], ["--lr-decay", "START END"]),
+    (["--lr-decay", "soon", "later"], ["--lr-decay", "START END"]),
+    (["--lr-decay", "0", "1000", "--max-frames", "5000"], ["--lr-decay", "--max-frames", "4,000 frames"]),
     (["--train-forward", "fast"], ["--train-forward"]),
     (["--algo", "impala", "--inference", "server", "--inference-wait", "-1"], ["--inference-wait"]),
     (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
@@ -212,6 +216,25 @@ def test_a_resumed_runs_flags_are_not_judged_as_given(cartpole_run, tmp_path):
     args = config.validate(["--resume", str(tmp_path / "rmsprop.pt"), "--alpha", "0.9", "--run-dir",
                             str(tmp_path / "r")])[0]
     assert (args.optimizer, args.alpha) == ("RMSprop", 0.9)
+
+
+def test_a_resumed_runs_lr_decay_is_judged_against_the_budget_given_now(cartpole_run, tmp_path):
+    """A run whose learning rate fell to 0 at its budget, resumed with a larger --max-frames, is refused (the frames
+    after the fall would train nothing) unless given a new span or --lr-decay none; --entropy-decay none drops a
+    saved span too (the bonus then constant)."""
+    from runtime import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"].update(lr_decay=[2000, 3000], entropy_decay=[0, 3000], max_frames=3000)
+    torch.save(data, tmp_path / "decayed.pt")
+    resume = ["--resume", str(tmp_path / "decayed.pt"), "--run-dir", str(tmp_path / "r")]
+    assert config.validate(resume)[0].lr_decay == [2000, 3000]
+    with pytest.raises(BadInput, match="--lr-decay ends at 3,000 frames, before --max-frames 9,000"):
+        config.validate([*resume, "--max-frames", "9000"])
+    args = config.validate([*resume, "--max-frames", "9000", "--lr-decay", "none", "--entropy-decay", "none"])[0]
+    assert args.lr_decay is None and args.entropy_decay is None and args.max_frames == 9000
+    args = config.validate([*resume, "--max-frames", "9000", "--lr-decay", "6000", "9000"])[0]
+    assert args.lr_decay == [6000, 9000] and args.entropy_decay == [0, 3000]
 
 
 def test_a_run_saved_before_the_crops_moved_resumes_with_them(cartpole_run, tmp_path):
