@@ -3,6 +3,7 @@
     python -m tools.sweep --runs 5 --seconds 1200 --score 18 --out sweeps/pong -- --model nature --stop-score 18
     python -m tools.sweep --runs 5 --seconds 120 --score 475 --budgets 50000 100000 --out sweeps/cartpole \\
         -- --env CartPole-v1 --stop-score 475
+    python -m tools.sweep --runs 3 --frames 20e6 --final-eval 10 --out sweeps/breakout -- --env BreakoutNoFrameskip-v4
     python -m tools.sweep --report sweeps/pong            # table and figure again from the runs already there
 
 Flags after ``--`` go to main.py unchanged; sweep.py adds ``--seed <seed0 + i - 1> --run-dir OUT/run<i>``, the
@@ -14,7 +15,11 @@ The report (printed; OUT/sweep.md, OUT/sweep.json, OUT/sweep.png) has a row per 
   time to score: seconds and frames at the first evaluator game whose running mean, over a full --score-window
       (main.py's rule for --stop-score), reaches --score. Never, or a run that did not exit 0: not reached, which
       counts as infinitely slow;
-  return @ F: the running mean of the last evaluator game at or before F frames (runs without one left out).
+  return @ F: the running mean of the last evaluator game at or before F frames (runs without one left out);
+  final weights (with --final-eval N): after each run that exits 0, ``gym_eval.py`` plays N whole games with its
+      checkpoint.pt greedily and N sampling the policy (``--stochastic``, as RL Zoo scores Atari agents), into
+      OUT/run<i>/final_greedy.json and final_stochastic.json; the mean of each. The evaluator's games near the end of a
+      run were each played with the weights of their start, so they can trail the weights the run ends with.
 The figure: every run's running mean against wall-clock minutes and against frames. A "note" written into
 OUT/sweep.json by hand (that other work shared the machine, say) stays there through --report and shows in sweep.md.
 
@@ -45,6 +50,7 @@ PROG = "python -m tools.sweep"  # how the command is run, for its messages
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository, where main.py is
 FINISHED = ("max_frames", "max_seconds", "solved")  # the stop reasons of a run that exits 0
+FINAL_EVAL = (("greedy", []), ("stochastic", ["--stochastic"]))  # --final-eval's games: policy, gym_eval.py's flags
 ENTROPY_FRAMES = 500_000  # the min entropy column looks at the first frames, where a collapse shows
 # main.py flags that sweep.py sets itself: the user's own would make the runs alike or mix two budgets
 OWN_FLAGS = {"seed": ("--seed", "use --seed0"), "run_dir": ("--run-dir", "use --out"),
@@ -74,6 +80,8 @@ def build_parser() -> OneLineParser:
     add("--budgets", type=count, nargs="+", default=None, metavar="FRAMES",
         help="frame counts to report the return at (None: 4 evenly spaced up to the shortest run's frames, "
              "rounded down to 2 significant digits)")
+    add("--final-eval", type=int, default=0, metavar="N",
+        help="after each run, N whole games with its final weights, greedy and sampled (gym_eval.py); 0: none")
     add("--out", default=None, help="new folder for the sweep: run<i>/, trained_models/, logs/, sweep.md/json/png")
     add("--report", default=None, metavar="OUT", help="run nothing: write the report of the sweep in OUT again")
     return p
@@ -96,6 +104,8 @@ def parse(argv: list[str]) -> tuple[OneLineParser, argparse.Namespace]:
             p.error(f"{args.report} holds no run<i>/progress.csv: not a sweep folder")
     elif args.runs < 1:
         p.error(f"--runs must be at least 1, got {args.runs}")
+    elif args.final_eval < 0:
+        p.error(f"--final-eval must be >= 0 games, got {args.final_eval}")
     elif args.seconds is None and args.frames is None:
         p.error("give each run a budget: --seconds and/or --frames (or --report OUT)")
     elif args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
@@ -137,8 +147,31 @@ def load_run(run_dir: str, known: dict) -> dict:
             "seconds": summary.get("seconds", curve["wall_time_s"][-1] if curve else None),
             "best_mean_return": summary.get("best_mean_return"), "score_window": args.get("score_window", 10),
             "min_entropy": min_entropy(run_dir),
+            **{f"final_{policy}": load_json(final_eval_path(run_dir, policy)).get("mean") for policy, _ in FINAL_EVAL},
             # the exit code when the sweep saw it, else (runs reported without their sweep.json) the stop reason
             "finished": code == 0 if code is not None else summary.get("stop_reason") in FINISHED, "curve": curve}
+
+
+def final_eval_path(run_dir: str, policy: str) -> str:
+    return os.path.join(run_dir, f"final_{policy}.json")
+
+
+def final_eval(run_dir: str, games: int, running: list, signals: list) -> int:
+    """``games`` whole games with the run's last weights (checkpoint.pt), greedy and then sampled (``--stochastic``),
+    each written by gym_eval.py to final_<policy>.json in the run; its output goes to final_eval.log. Returns the
+    worst exit code (a signal stops it between the two)."""
+    codes = [EXIT_OK]
+    with open(os.path.join(run_dir, "final_eval.log"), "w") as log:
+        for policy, flags in FINAL_EVAL:
+            if signals:
+                break
+            running[0] = subprocess.Popen(
+                [sys.executable, os.path.join(ROOT, "gym_eval.py"), "--model-path", run_dir, "--latest",
+                 "--num-episodes", str(games), "--json", final_eval_path(run_dir, policy), "--log-dir",
+                 os.path.join(run_dir, "final_eval_logs"), *flags], stdout=log, stderr=subprocess.STDOUT)
+            codes.append(running[0].wait())
+    running[0] = None
+    return max(codes)
 
 
 def min_entropy(run_dir: str, frames: int = ENTROPY_FRAMES) -> float | None:
@@ -200,7 +233,9 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
     dirs = run_dirs(out)
     runs = [load_run(d, meta["runs"].get(os.path.basename(d), {})) for d in dirs]
     budgets = budgets or default_budgets(runs)
-    keys = ["best_mean_return", "min_entropy"] + (["score_seconds", "score_frames"] if score is not None else [])
+    finals = [f"final_{policy}" for policy, _ in FINAL_EVAL if any(r[f"final_{policy}"] is not None for r in runs)]
+    times = ["score_seconds", "score_frames"] if score is not None else []
+    keys = ["best_mean_return", "min_entropy", *finals, *times]
     for run in runs:
         if score is not None:
             run["score_seconds"], run["score_frames"] = time_to_score(run, score)
@@ -215,12 +250,14 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
     median, worst = over_runs(0), over_runs(1)
 
     def cells(r, first):
-        times = [cell(r[key], fmt, "not reached") for key, fmt in zip(keys[2:], ("{:.0f}", "{:,.0f}"))]
-        return (first + [cell(r["best_mean_return"]), cell(r["min_entropy"], "{:.2f}")] + times
+        return (first + [cell(r["best_mean_return"]), cell(r["min_entropy"], "{:.2f}")]
+                + [cell(r[key]) for key in finals]
+                + [cell(r[key], fmt, "not reached") for key, fmt in zip(times, ("{:.0f}", "{:,.0f}"))]
                 + [cell(v) for v in r["return_at_budgets"]])
 
     header = ["run", "seed", "exit", "stop", "frames", "seconds", "best mean",
               f"min entropy (first {ENTROPY_FRAMES:,} frames)"] + \
+        [f"final weights, {key[len('final_'):]}" for key in finals] + \
         ([f"to {score:g} (s)", f"to {score:g} (frames)"] if score is not None else []) + \
         [f"return @ {b:,}" for b in budgets]
     table = [header, ["---"] * len(header)]
@@ -239,7 +276,9 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
     lines += ["- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
               "score (runs that did not exit 0: not reached); return @ F: the running mean of the last game at or "
               "before F frames; min entropy: worker 0's lowest logged policy entropy (a discrete policy's collapse "
-              "shows as ~0); worst: the slowest time, the lowest return or entropy", ""]
+              "shows as ~0); worst: the slowest time, the lowest return or entropy"
+              + ("; final weights: the mean of gym_eval.py's whole games with the run's checkpoint.pt, greedy and "
+                 "sampled (--stochastic)" if finals else ""), ""]
     text = "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table]) + "\n"
     with open(os.path.join(out, "sweep.md"), "w") as f:
         f.write(text)
@@ -357,10 +396,19 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
                                           stdout=log, stderr=subprocess.STDOUT)
             code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
         meta["runs"][f"run{i}"] = {"seed": seed, "exit_code": code}
+        if args.final_eval and code == EXIT_OK and not signals:
+            print(f"sweep: run {i}/{args.runs}: its final weights play {args.final_eval} greedy and "
+                  f"{args.final_eval} stochastic games (gym_eval.py, output in {run_dir}/final_eval.log)", flush=True)
+            if final_eval(run_dir, args.final_eval, running, signals) != EXIT_OK:
+                print(f"sweep: run {i}/{args.runs}: gym_eval.py did not finish its games: see "
+                      f"{run_dir}/final_eval.log", flush=True)
         run = load_run(run_dir, meta["runs"][f"run{i}"])
         line = (f"sweep: run {i}/{args.runs} (seed {seed}) ended: exit {code} ({run['stop_reason'] or 'no summary'})"
                 f", {cell(run['seconds'], '{:.0f}')} s, {cell(run['frames'], '{:,}')} frames, best mean "
                 f"{cell(run['best_mean_return'])}")
+        for policy, _ in FINAL_EVAL:
+            if run[f"final_{policy}"] is not None:
+                line += f", final weights {policy} {run[f'final_{policy}']:.1f}"
         if args.score is not None:
             seconds, frames = time_to_score(run, args.score)
             line += f", score {args.score:g} " + ("not reached" if seconds is None else

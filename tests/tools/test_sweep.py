@@ -79,6 +79,7 @@ def test_report_of_crafted_runs(crafted_sweep):
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
     assert len(rows) == 1 + 5 + 2 and "not reached" in rows[3] and "not reached" in rows[-1]
     assert "return @ 1,500" in rows[0] and "to 50 (s)" in rows[0]
+    assert "final weights" not in table  # no run played final games: no such columns
     png = (crafted_sweep / "sweep.png").read_bytes()
     assert png[:8] == PNG_SIGNATURE and len(png) > 20_000
 
@@ -121,6 +122,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
         (["--seconds", -5, "--out", new], ["--seconds"]),
         (["--frames", 1000], ["--out"]),
         (["--frames", 1000, "--score", "nan", "--out", new], ["--score"]),
+        (["--frames", 1000, "--final-eval", -1, "--out", new], ["--final-eval"]),
         (["--frames", 1000, "--out", new, "--env", "CartPole-v1"], ["--env", "after --"]),
         (["--frames", 1000, "--out", crafted_sweep], ["already holds runs"]),
         (["--report", tmp_path / "empty"], ["run<i>/progress.csv"]),
@@ -158,7 +160,7 @@ TINY = ["--env", "CartPole-v1", "--workers", 1, "--hidden-size", 32, "--no-tenso
 @pytest.mark.slow
 def test_real_sweep(tmp_path):
     out = tmp_path / "sweep"
-    result = run_sweep("--runs", 2, "--frames", 3000, "--out", out, "--", *TINY, timeout=300)
+    result = run_sweep("--runs", 2, "--frames", 3000, "--final-eval", 2, "--out", out, "--", *TINY, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     for name in ("run1", "run2", "sweep.md", "sweep.json", "sweep.png", "trained_models"):
         assert (out / name).exists(), name
@@ -172,6 +174,13 @@ def test_real_sweep(tmp_path):
     if head.returncode == 0:  # the code the runs used, in the report
         assert report["commit"].startswith(head.stdout.strip()) and report["commit"] in (out / "sweep.md").read_text()
     assert result.stdout.count("started") == 2 and result.stdout.count("ended: exit 0") == 2
+    # --final-eval: each run's checkpoint.pt played in whole games, greedy and sampled, by gym_eval.py
+    for run in report["runs"]:
+        for policy in ("greedy", "stochastic"):
+            played = read_json(out / run["run"] / f"final_{policy}.json")
+            assert len(played["episodes"]) == 2 and played["policy"] == policy
+            assert played["model"].endswith("checkpoint.pt") and run[f"final_{policy}"] == played["mean"]
+    assert "final weights, greedy" in (out / "sweep.md").read_text()
 
 
 @pytest.mark.slow
