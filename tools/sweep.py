@@ -15,7 +15,8 @@ The report (printed; OUT/sweep.md, OUT/sweep.json, OUT/sweep.png) has a row per 
   time to score: seconds and frames at the first evaluator game whose running mean, over a full --score-window
       (main.py's rule for --stop-score), reaches --score. Never, or a run that did not exit 0: not reached, which
       counts as infinitely slow;
-  return @ F: the running mean of the last evaluator game at or before F frames (runs without one left out);
+  return @ F: the running mean of the last evaluator game at or before F frames (runs without one, or that stopped
+      before F frames, left out);
   final weights (with --final-eval N): after each run that exits 0, ``gym_eval.py`` plays N whole games with its
       checkpoint.pt greedily and N sampling the policy (``--stochastic``, as RL Zoo scores Atari agents), into
       OUT/run<i>/final_greedy.json and final_stochastic.json; the mean of each. The evaluator's games near the end of a
@@ -198,8 +199,11 @@ def time_to_score(run: dict, score: float) -> tuple[float, int] | tuple[None, No
     return None, None
 
 
-def return_at(curve: dict[str, list[float]] | None, budget: int) -> float | None:
-    """The running mean of the last evaluator game at or before ``budget`` frames (None: no game by then)."""
+def return_at(curve: dict[str, list[float]] | None, budget: int, end: int | None = None) -> float | None:
+    """The running mean of the last evaluator game at or before ``budget`` frames (None: no game by then, or the run
+    ended at ``end`` frames, before the budget: its last game's mean would pass for a return it never had there)."""
+    if end is not None and end < budget:
+        return None
     means = [m for f, m in zip(curve["frames"], curve["mean_return"]) if f <= budget] if curve else []
     return means[-1] if means else None
 
@@ -239,7 +243,7 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
     for run in runs:
         if score is not None:
             run["score_seconds"], run["score_frames"] = time_to_score(run, score)
-        run["return_at_budgets"] = [return_at(run["curve"], b) for b in budgets]
+        run["return_at_budgets"] = [return_at(run["curve"], b, run["frames"]) for b in budgets]
 
     def over_runs(i):  # 0: the median, 1: the worst
         row = {key: median_and_worst([r[key] for r in runs], time=key.startswith("score"))[i] for key in keys}
@@ -275,8 +279,9 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
         lines.append(f"- note: {meta['note']}")
     lines += ["- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
               "score (runs that did not exit 0: not reached); return @ F: the running mean of the last game at or "
-              "before F frames; min entropy: worker 0's lowest logged policy entropy (a discrete policy's collapse "
-              "shows as ~0); worst: the slowest time, the lowest return or entropy"
+              "before F frames (-: none, or the run stopped before F); min entropy: worker 0's lowest logged "
+              "policy entropy (a discrete policy's collapse shows as ~0); worst: the slowest time, the lowest return "
+              "or entropy"
               + ("; final weights: the mean of gym_eval.py's whole games with the run's checkpoint.pt, greedy and "
                  "sampled (--stochastic)" if finals else ""), ""]
     text = "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table]) + "\n"

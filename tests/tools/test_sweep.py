@@ -67,13 +67,14 @@ def test_report_of_crafted_runs(crafted_sweep):
     assert (runs["run2"]["score_seconds"], runs["run2"]["score_frames"]) == (30.0, 3000)
     assert (runs["run4"]["score_seconds"], runs["run4"]["score_frames"]) == (30.0, 3000)
     assert runs["run3"]["score_seconds"] is None and runs["run5"]["score_frames"] is None
-    # the mean of the last game at or before the budget; run4 has no game after 4000 frames, so it keeps its last
-    assert [runs[r]["return_at_budgets"] for r in ("run1", "run2", "run3", "run4")] == [
-        [50, 30], [5, 52], [1, 4], [60, 60]]
+    # the mean of the last game at or before the budget; run4 and run5 stopped at 4000 frames: no return at 4500
+    assert [runs[r]["return_at_budgets"] for r in ("run1", "run2", "run3", "run4", "run5")] == [
+        [50, 30], [5, 52], [1, 4], [60, None], [60, None]]
     # time to score over 50, 30, inf, 30, inf: 3 of 5 reached, so the median is a number; the worst is not
     assert report["median"]["score_seconds"] == 50.0 and report["worst"]["score_seconds"] is None
     assert report["median"]["score_frames"] == 5000 and report["worst"]["score_frames"] is None
-    assert report["median"]["return_at_budgets"] == [50, 52] and report["worst"]["return_at_budgets"] == [1, 4]
+    # at 4500 the median and worst of the three runs that got there
+    assert report["median"]["return_at_budgets"] == [50, 30] and report["worst"]["return_at_budgets"] == [1, 4]
     table = (crafted_sweep / "sweep.md").read_text()
     assert table in result.stdout
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
