@@ -18,6 +18,10 @@
 #   bash docs/gpu_checks.sh pong SEED [FLAGS...]
 #                                           Pong to mean 20 (--stop-score 20), at most 9 minutes a run;
 #                                           FLAGS: the fastest configuration the bench found
+#   bash docs/gpu_checks.sh atari GAME SEED SECONDS [FLAGS...]
+#                                           the GPU tests, then <GAME>NoFrameskip-v4 with the defaults to 20M frames
+#                                           or SECONDS in all, whichever comes first; the run's records as one
+#                                           archive (args.json, summary.json, progress.csv, games.csv, best model)
 # Learning on Pong is stated as the median and worst of three runs of `pong` (three seeds).
 set -u
 cd "$(dirname "$0")/.."
@@ -100,7 +104,19 @@ case $check in
     python3 main.py --seed "$seed" --stop-score 20 --max-seconds 540 --no-tensorboard-logger "$@" --run-dir "$run" \
       --save-model-dir "$run/models" --log-dir "$run/logs" 2>&1 | tail -6
     cp "$run/summary.json" "$OUT/pong_s${seed}_summary.json"; cp "$run/progress.csv" "$OUT/pong_s${seed}_progress.csv";;
+  atari)
+    need_cuda; local_wheels
+    game=${1:?"gpu_checks: atari needs a game"}; seed=${2:?"gpu_checks: atari needs a seed"}
+    deadline=$(( $(date +%s) + ${3:?"gpu_checks: atari needs its length in seconds"} )); shift 3
+    run=/tmp/atari_gpu/${game}_s$seed
+    trap 'tar czf "$OUT/${game}_s$seed.tgz" --exclude="checkpoint*" -C /tmp/atari_gpu "${game}_s$seed"' EXIT
+    timeout 120 python3 -m pytest -q tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -3
+    left=$(( deadline - $(date +%s) - 20 ))
+    python3 main.py --env "${game}NoFrameskip-v4" --seed "$seed" --max-frames 20000000 --max-seconds "$left" \
+      --no-tensorboard-logger "$@" --run-dir "$run" --save-model-dir "$run/models" --log-dir "$run/logs" \
+      > "$OUT/${game}_s$seed.log" 2>&1
+    tail -6 "$OUT/${game}_s$seed.log";;
   *)
-    echo "gpu_checks: usage: bash docs/gpu_checks.sh wheels|smoke|bench|lease SECONDS|pong SEED [FLAGS...]" >&2
+    echo "gpu_checks: usage: bash docs/gpu_checks.sh wheels|smoke|bench|lease SECONDS|pong SEED [FLAGS...]|atari GAME SEED SECONDS [FLAGS...]" >&2
     exit 2;;
 esac
