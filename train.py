@@ -214,8 +214,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
             loss = loss * float("nan")
         if fault_raise and updates >= 2:
             raise RuntimeError("injected fault: worker crash (A3G_FAULT=worker_raise)")
-        rate = learning_rate(args.lr, args.lr_decay, state.frames.value, args.lr_warmup)
-        grad_norm, applied = update(loss, rate)
+        grad_norm, applied = update(loss, learning_rate(args.lr, args.lr_decay, state.frames.value))
         if rank == 0:
             gradient_histograms(model, state.frames.value)
         if not applied:

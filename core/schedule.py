@@ -1,6 +1,5 @@
 """Coefficients that change with the run's frames: the entropy bonus under ``--entropy-decay START END``, the
-learning rate under ``--lr-decay START END`` (SB3's ``lin_`` schedules: ``--lr-decay 0 N`` with ``--max-frames N``)
-and ``--lr-warmup FRAMES``."""
+learning rate under ``--lr-decay START END`` (SB3's ``lin_`` schedules: ``--lr-decay 0 N`` with ``--max-frames N``)."""
 
 from collections.abc import Sequence
 
@@ -19,8 +18,6 @@ def entropy_coef(coef: float, decay: Sequence[int] | None, frames: int) -> float
     return decayed(coef, decay, frames)
 
 
-def learning_rate(lr: float, decay: Sequence[int] | None, frames: int, warmup: int = 0) -> float:
-    """The optimizer's learning rate after ``frames`` frames: ``--lr-decay``'s, times a rise from 0 to 1 over the
-    first ``warmup`` frames (``--lr-warmup``; 0: none). An update at 0 still moves the optimizer's statistics."""
-    rate = decayed(lr, decay, frames)
-    return rate * min(1.0, frames / warmup) if warmup > 0 else rate
+def learning_rate(lr: float, decay: Sequence[int] | None, frames: int) -> float:
+    """The optimizer's learning rate after ``frames`` frames (``--lr-decay``)."""
+    return decayed(lr, decay, frames)

@@ -253,8 +253,7 @@ class LearnerStep:
             loss = loss + args.policy_cloning_cost * policy_cloning + args.value_cloning_cost * value_cloning
             state.cloning[:] = [policy_cloning.item() / args.num_steps, value_cloning.item() / args.num_steps]
         clock.add("learn", time.perf_counter() - learn_started)
-        rate = learning_rate(args.lr, args.lr_decay, state.frames.value, args.lr_warmup)
-        grad_norm, applied = self.update(loss, rate)
+        grad_norm, applied = self.update(loss, learning_rate(args.lr, args.lr_decay, state.frames.value))
         self.gradient_histograms(self.model, state.frames.value)
         if applied:
             self.weights.publish()

@@ -167,9 +167,6 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="the learning rate falls linearly from --lr at START frames to 0 at END frames (SB3's lin_ schedules "
              "are --lr-decay 0 N with --max-frames N); END before --max-frames is refused, as the frames after it "
              "would train nothing (none: a constant learning rate)")
-    add("--lr-warmup", type=int, default=0, metavar="FRAMES",
-        help="the learning rate rises linearly from 0 to its value over the first FRAMES frames (0: none); with "
-             "many hogwild workers their first steps all start from the same weights")
     add("--normalize-advantages", action="store_true",
         help="scale each update's advantages to mean 0 and standard deviation 1 over its whole batch before the "
              "policy gradient (SB3's normalize_advantage, CleanRL's --norm-adv)")
@@ -519,8 +516,6 @@ def check_args(args: argparse.Namespace) -> None:
         if decay is not None and not 0 <= decay[0] < decay[1]:
             raise BadInput(f"--{flag.replace('_', '-')} takes START < END frames, both >= 0, got {decay[0]} "
                            f"{decay[1]}")
-    if args.lr_warmup < 0:
-        raise BadInput(f"--lr-warmup must be a number of frames >= 0, got {args.lr_warmup}")
     if args.lr_decay is not None and args.max_frames is not None and args.max_frames > args.lr_decay[1]:
         end = args.lr_decay[1]
         raise BadInput(f"--lr-decay ends at {end:,} frames, before --max-frames {args.max_frames:,}: the last "

@@ -81,9 +81,8 @@ class TrainingLog:
         if self.args.entropy_decay is not None:  # the bonus's coefficient the roles read at these frames
             writer.add_scalar("losses/entropy_coef", entropy_coef(self.args.entropy_coef, self.args.entropy_decay,
                                                                   frames), step)
-        if self.args.lr_decay is not None or self.args.lr_warmup:  # the learning rate the roles step with now
-            writer.add_scalar("charts/learning_rate", learning_rate(self.args.lr, self.args.lr_decay, frames,
-                                                                    self.args.lr_warmup), step)
+        if self.args.lr_decay is not None:  # the learning rate the roles step with at these frames
+            writer.add_scalar("charts/learning_rate", learning_rate(self.args.lr, self.args.lr_decay, frames), step)
         if self.args.algo == "impala":  # how many versions behind the learner the latest batch's actors were
             for name, lag in zip(("min", "mean", "max"), state.policy_lag[:]):
                 writer.add_scalar(f"impala/policy_lag_{name}", lag, step)

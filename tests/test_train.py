@@ -105,15 +105,6 @@ def test_lr_decay_schedule_and_the_update_that_steps_with_it():
     assert 0 < moved <= 5e-3 * 1.01  # Adam's first step moves each weight by at most about lr
 
 
-def test_lr_warmup_rises_from_zero_and_multiplies_the_decay():
-    """--lr-warmup W: the rate is lr * frames / W until W frames, lr after; with --lr-decay the two multiply."""
-    assert [learning_rate(1e-3, None, f, 0) for f in (0, 10**9)] == [1e-3, 1e-3]
-    assert [learning_rate(1e-3, None, f, 2000) for f in (0, 500, 2000, 10**9)] == pytest.approx(
-        [0.0, 2.5e-4, 1e-3, 1e-3])
-    # decay from 1000 to 5000 frames: at 1500 frames 7/8 of lr, warmed up to 3/4
-    assert learning_rate(1e-3, (1000, 5000), 1500, 2000) == pytest.approx(1e-3 * 7 / 8 * 3 / 4)
-
-
 def test_entropy_decay_schedule_and_the_loss_it_weights():
     """--entropy-decay START END: the coefficient until START, linearly to 0 at END, 0 after; the loss takes the
     coefficient of the moment, and without one it is --entropy-coef."""

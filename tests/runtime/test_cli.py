@@ -35,7 +35,6 @@ from envs.environment import ATARI_CONFIG, EnvSettings
     (["--lr-decay", "1", "2", "3"], ["--lr-decay", "START END"]),
     (["--lr-decay", "soon", "later"], ["--lr-decay", "START END"]),
     (["--lr-decay", "0", "1000", "--max-frames", "5000"], ["--lr-decay", "--max-frames", "4,000 frames"]),
-    (["--lr-warmup", "-5"], ["--lr-warmup", ">= 0", "-5"]),
     (["--train-forward", "fast"], ["--train-forward"]),
     (["--algo", "impala", "--inference", "server", "--inference-wait", "-1"], ["--inference-wait"]),
     (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
