@@ -21,7 +21,9 @@
 #   bash docs/gpu_checks.sh atari GAME SEED SECONDS [FLAGS...]
 #                                           the GPU tests, then <GAME>NoFrameskip-v4 with the defaults to 20M frames
 #                                           or SECONDS in all, whichever comes first; the run's records as one
-#                                           archive (args.json, summary.json, progress.csv, games.csv, best model)
+#                                           archive (args.json, summary.json, progress.csv, games.csv, the
+#                                           TensorBoard log with the losses and entropy, best model); check the
+#                                           model's units with python docs/dead_units.py
 # Learning on Pong is stated as the median and worst of three runs of `pong` (three seeds).
 set -u
 cd "$(dirname "$0")/.."
@@ -113,8 +115,7 @@ case $check in
     timeout 120 python3 -m pytest -q tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -3
     left=$(( deadline - $(date +%s) - 20 ))
     python3 main.py --env "${game}NoFrameskip-v4" --seed "$seed" --max-frames 20000000 --max-seconds "$left" \
-      --no-tensorboard-logger "$@" --run-dir "$run" --save-model-dir "$run/models" --log-dir "$run/logs" \
-      > "$OUT/${game}_s$seed.log" 2>&1
+      "$@" --run-dir "$run" --save-model-dir "$run/models" --log-dir "$run/logs" > "$OUT/${game}_s$seed.log" 2>&1
     tail -6 "$OUT/${game}_s$seed.log";;
   *)
     echo "gpu_checks: usage: bash docs/gpu_checks.sh wheels|smoke|bench|lease SECONDS|pong SEED [FLAGS...]|atari GAME SEED SECONDS [FLAGS...]" >&2
