@@ -16,7 +16,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 from core.cli import OneLineParser  # noqa: E402
 from core.errors import BadInput  # noqa: E402
@@ -35,19 +34,23 @@ def random_frames(settings, envs_count: int = 8, steps: int = 100) -> torch.Tens
     return torch.from_numpy(np.concatenate(frames))
 
 
-def dead_units(model: torch.nn.Module, frames: torch.Tensor) -> dict[str, float]:
-    """Per layer of a Nature network, the fraction of units never positive on ``frames``; and the mean entropy."""
-    from model import pixels
+LAYERS = {"conv1": (0, 2, 3), "conv2": (0, 2, 3), "conv3": (0, 2, 3), "fc": (0,)}  # each layer's non-unit dims
 
-    with torch.no_grad():
-        x1 = F.relu(model.conv1(pixels(frames, model.frame_norm)))
-        x2 = F.relu(model.conv2(x1))
-        x3 = F.relu(model.conv3(x2))
-        h = F.relu(model.fc(x3.flatten(1)))
-        p = model.actor_linear(h).softmax(-1)
-    never = lambda a, dims: float((a.amax(dim=dims) <= 0).float().mean())  # noqa: E731
-    return {"conv1": never(x1, (0, 2, 3)), "conv2": never(x2, (0, 2, 3)), "conv3": never(x3, (0, 2, 3)),
-            "fc": never(h, (0,)), "entropy": float(-(p * p.clamp_min(1e-12).log()).sum(-1).mean())}
+
+def dead_units(model: torch.nn.Module, frames: torch.Tensor) -> dict[str, float]:
+    """Per layer of a Nature network, the fraction of units never positive on ``frames`` (each layer's output before
+    its ReLU, caught on the network's own forward); and the policy's mean entropy."""
+    outputs = {}
+    hooks = [getattr(model, name).register_forward_hook(lambda _m, _i, out, name=name: outputs.__setitem__(name, out))
+             for name in LAYERS]
+    try:
+        with torch.no_grad():
+            _, logits, _ = model(frames, model.initial_state(len(frames)))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    result = {name: float((outputs[name].amax(dim=dims) <= 0).float().mean()) for name, dims in LAYERS.items()}
+    return {**result, "entropy": float(model.policy.entropy(logits).mean())}
 
 
 def main() -> None:
