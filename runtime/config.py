@@ -17,7 +17,7 @@ import torch
 from core.cli import HelpFormatter, OneLineParser
 from core.errors import BadInput
 from core.files import env_file_name
-from core.hardware import cpu_has_native_bf16, missing_gpus, usable_cores
+from core.hardware import cpu_has_native_bf16, missing_gpus
 from core.policy import BOX_ACTIONS
 from core.returns import TRUST_REGION_MODES
 from envs import retro_env
@@ -152,7 +152,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add = p.add_argument_group('training', 'for both algorithms').add_argument
     add("--algo", default="a3g", choices=["a3g", "impala"],
         help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
-    add("-w", "--workers", type=int, default=usable_cores(), help="training processes (default: CPU cores)")
+    add("-w", "--workers", type=auto_or(int), default=AUTO,
+        help="training processes; auto: one per CPU core, at most 2 for A3G on Atari (README's \"Defaults\")")
     add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
         help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
     add("--envs-per-worker", type=auto_or(int), default=AUTO,

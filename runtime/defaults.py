@@ -16,6 +16,12 @@ per worker (16 processes each launching small kernels one step at a time), and r
 Retro games are Atari's recipe with one environment per worker: stable-retro runs one emulator per process
 (BENCHMARKS.md, "Retro games: one emulator per process"; not measured on a GPU).
 
+``--workers`` is one per CPU core, but at most 2 for A3G on Atari: each hogwild worker's gradient is computed on
+weights as many updates old as there are other workers, and with 8 or 16 workers (x 8 envs) Breakout's network lost
+its conv3 units within 0.5M frames and learned nothing (16 workers on an H200: nothing in 20M frames), as did 4
+workers with 32 envs each to 5M frames, where 2 workers learned it in every run (BENCHMARKS.md, "Many workers kill
+the network's units on Breakout"). Pong learns with 16, in ~3x the frames. IMPALA's actors keep one per core: its
+one learner applies every update to the weights it computed it on.
 ``--reward-clipping`` is ``abs_one`` for Atari and retro games (rl_a3c_pytorch's and TorchBeast's), ``none`` for
 classic control. ``--max-grad-norm`` is 40 for Atari (TorchBeast's ``--grad_norm_clipping``): on Breakout, without
 it, updates with gradient norms 10-80 times the median were followed by collapses of the policy, and clipping at
@@ -35,6 +41,7 @@ an update for nature, 1.4x for a3clstm), ``stepped`` for the recurrent networks 
 import argparse
 from typing import Callable
 
+from core.hardware import usable_cores
 from envs.environment import EnvSettings, env_spec, is_registered
 from model import RECURRENT_MODELS
 from shared_optim import DEFAULT_EPS
@@ -42,6 +49,7 @@ from shared_optim import DEFAULT_EPS
 AUTO = "auto"
 
 LR = {"a3clstm": 1e-4, "nature": 3e-4, "resnet": 3e-4, "mlplstm": 2e-3, "mlp": 2e-3}
+A3G_ATARI_WORKERS = 2  # the most hogwild workers measured to learn Breakout (module docstring)
 HIDDEN = {"a3clstm": 512, "mlplstm": 64, "mlp": 64, "nature": 512, "resnet": 512}  # feed-forward nets ignore it
 ONE_ALGORITHMS_AUTO = ("inference", "batch_size", "train_forward")  # auto flags that only one --algo reads
 
@@ -75,6 +83,8 @@ def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
             setattr(args, name, value)
             picked.append(("--" + name.replace("_", "-"), value))
 
+    cores = usable_cores()
+    pick("workers", min(cores, A3G_ATARI_WORKERS) if family == "atari" and args.algo == "a3g" else cores)
     if frames:
         pick("model", "nature")
         pick("envs_per_worker", 1 if family == "retro" else 8)  # retro: one emulator per process

@@ -69,6 +69,23 @@ def test_impala_batch_size_fits_the_slots(family, num_buffers, expected):
     assert args.batch_size == 16
 
 
+@pytest.mark.parametrize("family, algo, cores, workers", [
+    ("atari", "a3g", 16, 2), ("atari", "a3g", 2, 2), ("atari", "a3g", 1, 1), ("atari", "impala", 16, 16),
+    ("retro", "a3g", 16, 16), ("classic", "a3g", 16, 16), ("continuous", "a3g", 4, 4)])
+def test_workers_are_one_per_core_and_at_most_two_for_a3g_on_atari(monkeypatch, family, algo, cores, workers):
+    """Hogwild workers beyond 2 kill Breakout's network (BENCHMARKS.md); IMPALA and the other families keep one
+    process per core. Picked before IMPALA's batch size, which reads it; a --workers given is kept."""
+    monkeypatch.setattr("runtime.defaults.usable_cores", lambda: cores)
+    args = auto_args(algo=algo, workers=AUTO)
+    _, picked = resolve_defaults(args, family, on_gpu=True, native_bf16=False)
+    assert args.workers == workers and ("--workers", workers) in picked
+    if algo == "impala":
+        assert args.batch_size == 8 and batch_capacity(args) >= 8
+    args = auto_args(algo=algo, workers=16)
+    _, picked = resolve_defaults(args, family, on_gpu=True, native_bf16=False)
+    assert args.workers == 16 and "--workers" not in {flag for flag, _ in picked}
+
+
 @pytest.mark.parametrize("backend, per_actor", [("shm", 11), ("ray", 8)])
 def test_slots_grow_to_fit_a_batch_by_what_an_actor_claims_at_once(backend, per_actor):
     """2 actors x 4 envs, batches of 16: an shm actor claims 4 slots at once (16 / 2 + 3 per actor); Ray's queue

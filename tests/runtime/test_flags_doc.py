@@ -8,6 +8,7 @@ import re
 import pytest
 
 from conftest import ROOT
+from core.hardware import usable_cores
 from runtime.config import build_parser
 from runtime.defaults import AUTO, resolve_defaults
 
@@ -97,7 +98,9 @@ def test_the_readme_defaults_table_is_what_resolve_defaults_picks(row):
     args = build_parser().parse_args([])
     for native_bf16 in (True, False):
         resolve_defaults(args := build_parser().parse_args([]), family, on_gpu, native_bf16)
-        model, envs, lr, bf16, hidden, value_coef, max_grad_norm = (c.strip("`") for c in cells)
+        workers, model, envs, lr, bf16, hidden, value_coef, max_grad_norm = (c.strip("`") for c in cells)
+        cores = usable_cores()
+        assert args.workers == {"cores": cores, "cores, at most 2 (A3G)": min(cores, 2)}[workers]
         assert (args.model, args.envs_per_worker, args.value_coef) == (model, int(envs), float(value_coef))
         assert args.max_grad_norm == float(max_grad_norm.removesuffix(" (off)"))
         assert args.lr == float(lr)
