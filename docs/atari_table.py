@@ -280,9 +280,10 @@ INTRO = """# Atari: the seven games rl_a3c_pytorch shipped
 
 How `python main.py --env <Game>NoFrameskip-v4` learns with no other flag (the defaults of the machine it runs on),
 each game to 20M frames through `python -m tools.sweep`. Rebuilt from the committed runs in `{folder}/` by
-`python docs/atari_table.py`; the figure is `{figure}`. Every run here had 2 cores, so 2 workers; with GPUs the
-defaults start one worker per core: with 16, Breakout learned nothing in 20M frames, and 8 killed most of the
-network's units in a probe as 16 did (BENCHMARKS.md, "Many workers kill the network's units on Breakout").
+`python docs/atari_table.py`; the figure is `{figure}`. Every run here had 2 cores, so 2 workers, as the defaults
+now start on any machine: with 16 workers (the GPU defaults before), Breakout learned nothing in 20M frames, and 8
+killed most of the network's units in a probe as 16 did (BENCHMARKS.md, "Many workers kill the network's units on
+Breakout").
 
 How the scores are taken: the evaluator's greedy policy (the argmax of the policy) plays whole games (all lives, raw
 points, 0-30 no-op starts, games cut at `--max-episode-length` 10,000 agent steps), pressing FIRE after a lost life
