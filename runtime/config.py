@@ -17,7 +17,7 @@ import torch
 from core.cli import HelpFormatter, OneLineParser
 from core.errors import BadInput
 from core.files import env_file_name
-from core.hardware import cpu_has_native_bf16, missing_gpus
+from core.hardware import cpu_has_native_bf16, missing_gpus, usable_cores
 from core.policy import BOX_ACTIONS
 from core.returns import TRUST_REGION_MODES
 from envs import retro_env
@@ -38,7 +38,14 @@ from envs.environment import (
 from envs.frames import FORMER_FRAME_NORM, FRAME_NORMS
 from model import CRITICS, FRAME_FORMAT, LOG_STDS, VECTOR_MODELS, GaussianHead, choose_model, model_meta
 from runtime.checkpoints import check_compatible, load_checkpoint
-from runtime.defaults import AUTO, auto_or, batch_capacity, describe, resolve_defaults
+from runtime.defaults import (
+    AUTO,
+    auto_or,
+    batch_capacity,
+    describe,
+    resolve_defaults,
+    worker_cap_note,
+)
 from runtime.replay_spec import DEFAULT_REPLAY_PARAMETERS, check_keys_read, replay_specs
 from runtime.run_dir import choose_run_dir
 
@@ -599,7 +606,8 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     import_packages(args.gym_packages)
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
-    picked_now = describe(*resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16()))
+    description, picked = resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16())
+    picked_now = describe(description, picked) + worker_cap_note(picked, usable_cores())
     # a resumed run keeps the defaults its first start picked (its saved flags leave nothing auto to pick now)
     args.defaults = picked_now or ((resumed.get("args") or {}).get("defaults", "") if resumed else "")
     check_args(args)

@@ -138,6 +138,15 @@ def batch_capacity(args: argparse.Namespace) -> int:
     return args.workers * (slots_per_actor(args) - args.envs_per_worker + 1)
 
 
+def worker_cap_note(picked: list[tuple[str, object]], cores: int) -> str:
+    """Where the defaults left cores idle (A3G on Atari on a machine of more than 2), why, for the start-up line."""
+    workers = dict(picked).get("--workers")
+    if workers is None or workers >= cores:
+        return ""
+    return (f"; {workers} workers on {cores} cores: more hogwild workers killed Breakout's network "
+            f"(README.md, \"Defaults\")")
+
+
 def describe(description: str, picked: list[tuple[str, object]]) -> str:
     """The start-up line's part about defaults."""
     if not picked:
