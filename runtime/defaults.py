@@ -22,6 +22,7 @@ its conv3 units within 0.5M frames and learned nothing (16 workers on an H200: n
 workers with 32 envs each to 5M frames, where 2 workers learned it in every run (BENCHMARKS.md, "Many workers kill
 the network's units on Breakout"). Pong learns with 16, in ~3x the frames. IMPALA's actors keep one per core: its
 one learner applies every update to the weights it computed it on.
+
 ``--reward-clipping`` is ``abs_one`` for Atari and retro games (rl_a3c_pytorch's and TorchBeast's), ``none`` for
 classic control. ``--max-grad-norm`` is 40 for Atari (TorchBeast's ``--grad_norm_clipping``): on Breakout, without
 it, updates with gradient norms 10-80 times the median were followed by collapses of the policy, and clipping at
