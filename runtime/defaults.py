@@ -17,8 +17,8 @@ Retro games are Atari's recipe with one environment per worker: stable-retro run
 (BENCHMARKS.md, "Retro games: one emulator per process"; not measured on a GPU).
 
 ``--workers`` is one per CPU core, but at most 2 for A3G on Atari: each hogwild worker's gradient is computed on
-weights as many updates old as there are other workers, and with 8 or 16 workers (x 8 envs) Breakout's network lost
-its conv3 units within 0.5M frames and learned nothing (16 workers on an H200: nothing in 20M frames), as did 4
+weights as many updates old as there are other workers, and with 4, 8 or 16 workers (x 8 envs) Breakout's network
+lost its conv3 units within 0.5-0.9M frames and learned nothing (16 workers on an H200: nothing in 20M frames), as did 4
 workers with 32 envs each to 5M frames, where 2 workers learned it in every run (BENCHMARKS.md, "Many workers kill
 the network's units on Breakout"). Pong learns with 16, in ~3x the frames. IMPALA's actors keep one per core: its
 one learner applies every update to the weights it computed it on.
