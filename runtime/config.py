@@ -17,7 +17,7 @@ import torch
 from core.cli import HelpFormatter, OneLineParser
 from core.errors import BadInput
 from core.files import env_file_name
-from core.hardware import cpu_has_native_bf16, missing_gpus, usable_cores
+from core.hardware import cpu_has_native_bf16, missing_gpus
 from core.policy import BOX_ACTIONS
 from core.returns import TRUST_REGION_MODES
 from envs import retro_env
@@ -607,7 +607,7 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
     description, picked = resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16())
-    picked_now = describe(description, picked) + worker_cap_note(picked, usable_cores())
+    picked_now = describe(description, picked) + worker_cap_note(picked)
     # a resumed run keeps the defaults its first start picked (its saved flags leave nothing auto to pick now)
     args.defaults = picked_now or ((resumed.get("args") or {}).get("defaults", "") if resumed else "")
     check_args(args)

@@ -139,9 +139,10 @@ def batch_capacity(args: argparse.Namespace) -> int:
     return args.workers * (slots_per_actor(args) - args.envs_per_worker + 1)
 
 
-def worker_cap_note(picked: list[tuple[str, object]], cores: int) -> str:
-    """Where the defaults left cores idle (A3G on Atari on a machine of more than 2), why, for the start-up line."""
-    workers = dict(picked).get("--workers")
+def worker_cap_note(picked: list[tuple[str, object]]) -> str:
+    """Where the defaults ``resolve_defaults`` picked left cores idle (A3G on Atari on a machine of more than 2), why,
+    for the start-up line."""
+    workers, cores = dict(picked).get("--workers"), usable_cores()
     if workers is None or workers >= cores:
         return ""
     return (f"; {workers} workers on {cores} cores: more hogwild workers killed Breakout's network "

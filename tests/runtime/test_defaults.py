@@ -88,12 +88,12 @@ def test_workers_are_one_per_core_and_at_most_two_for_a3g_on_atari(monkeypatch, 
     assert args.workers == workers and ("--workers", workers) in picked
     if algo == "impala":
         assert args.batch_size == 8 and batch_capacity(args) >= 8
-    note = worker_cap_note(picked, cores)
+    note = worker_cap_note(picked)
     assert ("Breakout" in note) is (workers < cores) and (not note or note.startswith(f"; 2 workers on {cores} cores"))
     args = auto_args(algo=algo, workers=16)
     _, picked = resolve_defaults(args, family, on_gpu=True, native_bf16=False)
     assert args.workers == 16 and "--workers" not in {flag for flag, _ in picked}
-    assert worker_cap_note(picked, cores) == ""
+    assert worker_cap_note(picked) == ""
 
 
 @pytest.mark.parametrize("backend, per_actor", [("shm", 11), ("ray", 8)])
