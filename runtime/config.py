@@ -43,6 +43,7 @@ from runtime.defaults import (
     auto_or,
     batch_capacity,
     describe,
+    last_tenth,
     resolve_defaults,
     worker_cap_note,
 )
@@ -90,11 +91,14 @@ def cpu_share(text: str) -> str | float:
 
 
 class FrameSpan(argparse.Action):
-    """--entropy-decay, --lr-decay: START END frames, or ``none`` (a constant value; drops a resumed run's span)."""
+    """--entropy-decay, --lr-decay: START END frames, or ``none`` (a constant value; drops a resumed run's span), or
+    (--lr-decay) ``auto``."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        if values == ["none"]:
-            setattr(namespace, self.dest, None)
+        if values in (["none"], ["auto"]):
+            if values == ["auto"] and self.dest != "lr_decay":
+                parser.error(f"argument {option_string}: expected START END (frames) or none, got auto")
+            setattr(namespace, self.dest, None if values == ["none"] else AUTO)
             return
         try:
             start, end = (int(value) for value in values)
@@ -171,10 +175,11 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--entropy-decay", nargs="+", action=FrameSpan, default=None, metavar="START END|none",
         help="the entropy bonus falls linearly from --entropy-coef at START frames to 0 at END frames, and stays 0 "
              "(none: a constant bonus)")
-    add("--lr-decay", nargs="+", action=FrameSpan, default=None, metavar="START END|none",
+    add("--lr-decay", nargs="+", action=FrameSpan, default=AUTO, metavar="START END|none|auto",
         help="the learning rate falls linearly from --lr at START frames to 0 at END frames (SB3's lin_ schedules "
              "are --lr-decay 0 N with --max-frames N); END before --max-frames is refused, as the frames after it "
-             "would train nothing (none: a constant learning rate)")
+             "would train nothing (none: a constant learning rate); auto: over the last tenth of --max-frames for "
+             "A3G on Atari, else none")
     add("--normalize-advantages", action="store_true",
         help="scale each update's advantages to mean 0 and standard deviation 1 over its whole batch before the "
              "policy gradient (SB3's normalize_advantage, CleanRL's --norm-adv)")
@@ -365,6 +370,9 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
             args.frame_norm = FORMER_FRAME_NORM  # a run from before --frame-norm
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
+        if "max_frames" in explicit and "lr_decay" not in explicit and saved.get("max_frames") and \
+                saved.get("lr_decay") == last_tenth(saved["max_frames"]):
+            args.lr_decay = last_tenth(args.max_frames)  # the last tenth of the old budget (auto's): of the new
         check_imports_given(saved, explicit, args.resume)
         if "env_config" not in explicit and is_gone_default_crop_file(args.env_config):
             args.env_config = ATARI_CONFIG  # the same crops, where this checkout keeps them

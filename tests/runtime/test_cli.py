@@ -35,6 +35,7 @@ from envs.environment import ATARI_CONFIG, EnvSettings
     (["--lr-decay", "1", "2", "3"], ["--lr-decay", "START END"]),
     (["--lr-decay", "soon", "later"], ["--lr-decay", "START END"]),
     (["--lr-decay", "0", "1000", "--max-frames", "5000"], ["--lr-decay", "--max-frames", "4,000 frames"]),
+    (["--entropy-decay", "auto"], ["--entropy-decay", "START END"]),  # auto is --lr-decay's alone
     (["--train-forward", "fast"], ["--train-forward"]),
     (["--algo", "impala", "--inference", "server", "--inference-wait", "-1"], ["--inference-wait"]),
     (["--model", "a3clstm", "--env", "CartPole-v1"], ["a3clstm"]),
@@ -235,6 +236,30 @@ def test_a_resumed_runs_lr_decay_is_judged_against_the_budget_given_now(cartpole
     assert args.lr_decay is None and args.entropy_decay is None and args.max_frames == 9000
     args = config.validate([*resume, "--max-frames", "9000", "--lr-decay", "6000", "9000"])[0]
     assert args.lr_decay == [6000, 9000] and args.entropy_decay == [0, 3000]
+
+
+def test_a_resumed_runs_default_span_follows_a_new_budget(cartpole_run, tmp_path):
+    """A run whose rate fell over the last tenth of its --max-frames (--lr-decay auto's span on Atari) resumed with
+    another --max-frames falls over the last tenth of that; resumed without one it keeps its span, and a span given
+    now wins. On the command line, auto is the default: for A3G on Atari the last tenth of --max-frames."""
+    from runtime import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"].update(lr_decay=[2700, 3000], max_frames=3000)
+    torch.save(data, tmp_path / "decayed.pt")
+    resume = ["--resume", str(tmp_path / "decayed.pt"), "--run-dir", str(tmp_path / "r")]
+    assert config.validate(resume)[0].lr_decay == [2700, 3000]
+    assert config.validate([*resume, "--max-frames", "9000"])[0].lr_decay == [8100, 9000]
+    assert config.validate([*resume, "--max-frames", "9000", "--lr-decay", "6000", "9000"])[0].lr_decay == [6000,
+                                                                                                            9000]
+    assert config.validate([*resume, "--max-frames", "9000", "--lr-decay", "none"])[0].lr_decay is None
+    atari = ["--env", "PongNoFrameskip-v4", "--run-dir", str(tmp_path / "p"), "--max-frames", "5000000"]
+    args = config.validate(atari)[0]
+    assert args.lr_decay == [4_500_000, 5_000_000] and "--lr-decay 4500000 5000000" in args.defaults
+    assert config.validate([*atari, "--lr-decay", "auto"])[0].lr_decay == [4_500_000, 5_000_000]
+    assert config.validate([*atari, "--lr-decay", "none"])[0].lr_decay is None
+    assert config.validate([*atari, "--algo", "impala"])[0].lr_decay is None
+    assert config.validate(atari[:-2])[0].lr_decay is None  # no budget: a constant rate
 
 
 def test_a_run_saved_before_the_crops_moved_resumes_with_them(cartpole_run, tmp_path):

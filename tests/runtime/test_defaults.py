@@ -21,8 +21,8 @@ def auto_args(**given):
              "reward_clipping", "obs_norm", "max_grad_norm"]
     return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), algo=given.pop("algo", "a3g"),
                               workers=given.pop("workers", 2), num_buffers=given.pop("num_buffers", None),
-                              backend=given.pop("backend", "shm"),
-                              **{n: given.get(n, AUTO) for n in names + ["inference", "batch_size"]})
+                              backend=given.pop("backend", "shm"), max_frames=given.pop("max_frames", None),
+                              **{n: given.get(n, AUTO) for n in names + ["inference", "batch_size", "lr_decay"]})
 
 
 @pytest.mark.parametrize("family,gpu,bf16,expected", [
@@ -127,6 +127,26 @@ def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
     args = auto_args(optimizer="RMSprop")
     resolve_defaults(args, family="classic", on_gpu=False, native_bf16=False)
     assert args.eps == 0.1
+
+
+@pytest.mark.parametrize("family, algo, max_frames, span", [
+    ("atari", "a3g", 20_000_000, [18_000_000, 20_000_000]),
+    ("atari", "a3g", 5, [4, 5]),
+    ("atari", "a3g", None, None),  # no budget to take a tenth of: a constant rate
+    ("atari", "impala", 20_000_000, None),
+    ("classic", "a3g", 20_000_000, None),
+    ("retro", "a3g", 20_000_000, None),
+])
+def test_the_learning_rate_falls_over_the_last_tenth_of_an_a3g_atari_budget(family, algo, max_frames, span):
+    args = auto_args(algo=algo, max_frames=max_frames)
+    description, picked = resolve_defaults(args, family, on_gpu=False, native_bf16=False)
+    assert args.lr_decay == span
+    assert (("--lr-decay", span) in picked) is (span is not None)
+    if span:
+        assert describe(description, picked).endswith(f"--lr-decay {span[0]} {span[1]}")
+    given = auto_args(algo=algo, max_frames=max_frames, lr_decay=[0, 10])
+    resolve_defaults(given, family, on_gpu=False, native_bf16=False)
+    assert given.lr_decay == [0, 10]
 
 
 def test_describe_names_every_pick():

@@ -97,8 +97,8 @@ def test_the_readme_defaults_table_is_what_resolve_defaults_picks(row):
     on_gpu = "GPU" in label
     args = build_parser().parse_args([])
     for native_bf16 in (True, False):
-        resolve_defaults(args := build_parser().parse_args([]), family, on_gpu, native_bf16)
-        workers, model, envs, lr, bf16, hidden, value_coef, max_grad_norm = (c.strip("`") for c in cells)
+        resolve_defaults(args := build_parser().parse_args(["--max-frames", "1000"]), family, on_gpu, native_bf16)
+        workers, model, envs, lr, bf16, hidden, value_coef, max_grad_norm, lr_decay = (c.strip("`") for c in cells)
         cores = usable_cores()
         assert args.workers == {"cores": cores, "cores, at most 2 (A3G)": min(cores, 2)}[workers]
         assert (args.model, args.envs_per_worker, args.value_coef) == (model, int(envs), float(value_coef))
@@ -108,3 +108,4 @@ def test_the_readme_defaults_table_is_what_resolve_defaults_picks(row):
             assert args.hidden_size == int(hidden)
         expected_bf16 = native_bf16 if bf16 == "on where the CPU has native bf16" else {"off": False, "on": True}[bf16]
         assert args.bf16 is expected_bf16
+        assert args.lr_decay == {"none": None, "the last tenth of `--max-frames` (A3G)": [900, 1000]}[lr_decay]
