@@ -22,7 +22,8 @@ The report (printed; OUT/sweep.md, OUT/sweep.json, OUT/sweep.png) has a row per 
       OUT/run<i>/final_greedy.json and final_stochastic.json; the mean of each. The evaluator's games near the end of a
       run were each played with the weights of their start, so they can trail the weights the run ends with.
 The figure: every run's running mean against wall-clock minutes and against frames. A "note" written into
-OUT/sweep.json by hand (that other work shared the machine, say) stays there through --report and shows in sweep.md.
+OUT/sweep.json by hand (that other work shared the machine, say) stays there through --report and shows in sweep.md;
+so does any other key written there by hand (docs/atari_table.py's ``flags_now``).
 
 Exit codes: 0 every run exited 0; 1 some did not (the sweep went on); 2 bad input, one line on stderr (also when
 run 1 refuses its flags, as every run would); 130 Ctrl-C: main.py, in the same process group, gets it too and
@@ -471,7 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.report is None:
         return sweep(p, args, argv)
     old = load_json(os.path.join(args.report, "sweep.json"))  # what only the sweep itself saw
-    meta = {key: old.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine", "commit", "note")}
+    # every key but what the report computes: a note or another key written by hand stays
+    meta = {key: value for key, value in old.items() if key not in ("runs", "score", "budgets", "median", "worst")}
+    meta |= {key: meta.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine", "commit", "note")}
     meta["runs"] = {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}
     score = args.score if args.score is not None else old.get("score")
     print(report(args.report, meta, score, args.budgets or old.get("budgets")), flush=True)

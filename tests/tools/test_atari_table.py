@@ -112,6 +112,9 @@ def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
     (variants / "Breakout_ns5" / "sweep.json").write_text(json.dumps({
         "main_flags": ["--env", "BreakoutNoFrameskip-v4", "--num-steps", "5"], "sweep_command": "python -m tools.sweep",
         "commit": "fed987", "runs": []}))
+    crafted_run(variants / "Breakout_old" / "run1", [(10 * M, 20), (20 * M, 30)], 1)
+    (variants / "Breakout_old" / "sweep.json").write_text(json.dumps({  # the defaults before they changed
+        "main_flags": ["--env", "BreakoutNoFrameskip-v4"], "flags_now": "--lr-decay none", "runs": []}))
     (variants / "notes").mkdir()  # a folder that is not a sweep of a game: left out
     assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(variants)]) == 0
     text = page.read_text()
@@ -123,9 +126,10 @@ def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
     assert (f"With Breakout, `--num-steps 5` in place of the defaults' Breakout row, the median human-normalised "
             f"score at 20M frames: the evaluator's **{(swapped[0] + swapped[1]) / 2:.2f}** over 2 game(s)") in beyond
     assert "fed987" in beyond
+    assert table_rows(beyond.split("## Probes")[0])["Breakout, `--lr-decay none`"][3] == "30.0"
 
 
 def test_no_section_without_runs_beyond_the_defaults(runs, tmp_path):
     page = tmp_path / "ATARI.md"
     assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none")]) == 0
-    assert "Beyond the defaults" not in page.read_text()
+    assert "## Beyond the defaults" not in page.read_text()

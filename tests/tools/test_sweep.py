@@ -90,13 +90,14 @@ def test_report_again_keeps_what_the_sweep_knew(crafted_sweep):
     report = read_json(crafted_sweep / "sweep.json")
     report["runs"][0]["exit_code"] = 1  # as the sweep would have recorded a run that exited 1
     report["note"] = "shared the machine with another run"  # written by hand
+    report["flags_now"] = "--lr-decay none"  # a key the report knows nothing of, written by hand
     (crafted_sweep / "sweep.json").write_text(json.dumps(report))
     assert "note" not in (crafted_sweep / "sweep.md").read_text()
     assert run_sweep("--report", crafted_sweep).returncode == 0  # score and budgets from sweep.json
     again = read_json(crafted_sweep / "sweep.json")
     assert again["score"] == 50 and again["budgets"] == report["budgets"] == [1000, 2000, 3000, 4000]
     assert again["runs"][0]["exit_code"] == 1 and again["runs"][0]["score_seconds"] is None
-    assert again["note"] == "shared the machine with another run"
+    assert again["note"] == "shared the machine with another run" and again["flags_now"] == "--lr-decay none"
     assert "- note: shared the machine with another run" in (crafted_sweep / "sweep.md").read_text()
 
 
