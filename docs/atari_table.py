@@ -308,7 +308,8 @@ play so too; these runs keep the greedy default). Where there are several runs a
 Human-normalised: `(score - random) / (human - random)` with the random and human scores of Mnih et al. (2015).
 RL Zoo's A2C and PPO (stable-baselines3's rl-baselines3-zoo, `benchmark.md`) trained 10M agent steps, i.e. **40M
 frames**, twice our budget, and evaluate the stochastic policy. Why a game falls short (entropy, value loss, game
-lengths): BENCHMARKS.md's section of that game ("Breakout on today's defaults", "Asteroids to 20M frames").
+lengths): BENCHMARKS.md's section of that game ("Breakout on the defaults with a constant rate", "The learning rate
+falling to 0 over the last 2M frames", "Asteroids to 20M frames").
 
 """
 
