@@ -43,7 +43,6 @@ from runtime.defaults import (
     auto_or,
     batch_capacity,
     describe,
-    last_tenth,
     resolve_defaults,
     worker_cap_note,
 )
@@ -370,9 +369,8 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
             args.frame_norm = FORMER_FRAME_NORM  # a run from before --frame-norm
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
-        if "max_frames" in explicit and "lr_decay" not in explicit and saved.get("max_frames") and \
-                saved.get("lr_decay") == last_tenth(saved["max_frames"]):
-            args.lr_decay = last_tenth(args.max_frames)  # the last tenth of the old budget (auto's): of the new
+        if "max_frames" in explicit and "lr_decay" not in explicit and "--lr-decay " in saved.get("defaults", ""):
+            args.lr_decay = AUTO  # the saved span was auto's, for the old budget: auto picks one for the new
         check_imports_given(saved, explicit, args.resume)
         if "env_config" not in explicit and is_gone_default_crop_file(args.env_config):
             args.env_config = ATARI_CONFIG  # the same crops, where this checkout keeps them
