@@ -94,10 +94,11 @@ class FrameSpan(argparse.Action):
     (--lr-decay) ``auto``."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        if values in (["none"], ["auto"]):
-            if values == ["auto"] and self.dest != "lr_decay":
-                parser.error(f"argument {option_string}: expected START END (frames) or none, got auto")
-            setattr(namespace, self.dest, None if values == ["none"] else AUTO)
+        if values == ["none"]:
+            setattr(namespace, self.dest, None)
+            return
+        if values == ["auto"] and self.dest == "lr_decay":  # elsewhere "auto" is refused below, as a bad START END
+            setattr(namespace, self.dest, AUTO)
             return
         try:
             start, end = (int(value) for value in values)
@@ -369,7 +370,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
             args.frame_norm = FORMER_FRAME_NORM  # a run from before --frame-norm
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
-        if "max_frames" in explicit and "lr_decay" not in explicit and "--lr-decay " in saved.get("defaults", ""):
+        if "max_frames" in explicit and "lr_decay" not in explicit and "--lr-decay " in (saved.get("defaults") or ""):
             args.lr_decay = AUTO  # the saved span was auto's, for the old budget: auto picks one for the new
         check_imports_given(saved, explicit, args.resume)
         if "env_config" not in explicit and is_gone_default_crop_file(args.env_config):
