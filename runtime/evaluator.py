@@ -7,6 +7,7 @@ Games are whole (no life-loss episodes) and scored with raw, unclipped rewards. 
   only games at least as good as the run's best so far, else every game; with ``--save-model-dir`` also to
   ``<save-model-dir>/<env>.pt``, where a file another run wrote is replaced only by a better game;
 - declares the run solved once the mean of the last ``--score-window`` games reaches ``--stop-score``.
+The mean is the run's: a resumed run's starts with the last games in its ``progress.csv``.
 """
 
 import collections
@@ -37,6 +38,7 @@ from runtime.processes import (
     setup_child_process,
     share_after_game,
 )
+from runtime.run_dir import recent_returns
 
 
 def evaluator_role(run: RunContext, target: Callable | None = None) -> tuple[Callable, tuple]:
@@ -82,7 +84,10 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
         writer = SummaryWriter(paths["run_dir"], filename_suffix=".evaluator")
     with open(paths["progress"], "a", newline="") as f:
         progress = csv.writer(f)
-        scores = collections.deque(maxlen=args.score_window)
+        # a resumed run's mean goes on from its last games (progress.csv holds them), not from one game
+        scores = collections.deque(recent_returns(paths["progress"], args.score_window), maxlen=args.score_window)
+        if scores:
+            state.latest_mean.value = float(np.mean(scores))
         while not state.stop.is_set() and parent_alive(parent_pid):
             model.load_state_dict(shared_model.state_dict())
             result = play_game(env, model, device, args.max_episode_length, stochastic=args.eval_stochastic,

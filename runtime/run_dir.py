@@ -143,6 +143,18 @@ def parent_rows(args: argparse.Namespace, resumed: dict, name: str = "progress.c
         return []
 
 
+def recent_returns(path: str, count: int) -> list[float]:
+    """The returns of the last ``count`` evaluator games in ``path`` (a progress.csv; empty when there is none): a
+    resumed run's evaluator starts its running mean with them, so the mean goes on across the resume instead of
+    starting over (a branch's file holds its parent's games up to the branch, an in-place one its own)."""
+    try:
+        with open(path, newline="") as f:
+            returns = [float(row["return"]) for row in csv.DictReader(f) if row.get("return")]
+    except (OSError, ValueError, KeyError):
+        return []
+    return returns[-count:] if count > 0 else []
+
+
 def write_tensorboard_hparams(args: argparse.Namespace) -> None:
     """The flags as a text table, at the start (CleanRL's way: readable even while the run goes on)."""
     from torch.utils.tensorboard import SummaryWriter

@@ -15,7 +15,7 @@ import torch
 from conftest import ROOT, read_json, run_main
 from runtime.checkpoints import CheckpointWriter, model_file
 from runtime.evaluator import may_replace
-from runtime.run_dir import GAMES_FIELDS, PROGRESS_FIELDS, choose_run_dir, prepare_run_dir
+from runtime.run_dir import GAMES_FIELDS, PROGRESS_FIELDS, choose_run_dir, prepare_run_dir, recent_returns
 
 CARTPOLE = ["--env", "CartPole-v1", "--workers", "1", "--hidden-size", "32", "--no-tensorboard-logger"]
 
@@ -36,6 +36,17 @@ def progress_frames(run, name="progress.csv", fields=PROGRESS_FIELDS):
         rows = list(csv.reader(f))
     assert rows[0] == fields
     return [float(row[1]) for row in rows[1:]]
+
+
+def assert_running_means_go_on(run, window=10):
+    """Every row's mean_return is the mean of the returns of the last ``window`` rows up to it: the evaluator's
+    running mean, across resumes (a branch's own first games count its parent's last ones)."""
+    with open(run / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    returns = [float(row["return"]) for row in rows]
+    for i, row in enumerate(rows):
+        last = returns[max(0, i + 1 - window): i + 1]
+        assert float(row["mean_return"]) == pytest.approx(sum(last) / len(last), abs=1e-3), (run, i)
 
 
 def fake_checkpoint(path, frames):
@@ -174,6 +185,19 @@ def test_a_branch_starts_with_its_parents_rows_up_to_the_resumed_state(tmp_path)
     assert progress_frames(run, "games.csv", GAMES_FIELDS) == [20.0, 90.0, 120.0]
 
 
+def test_a_resumed_evaluator_starts_its_mean_with_the_runs_last_games(tmp_path):
+    path = tmp_path / "progress.csv"
+    assert recent_returns(str(path), 10) == []  # no file: a fresh run
+    path.write_text(",".join(PROGRESS_FIELDS) + "\n")
+    assert recent_returns(str(path), 10) == []  # a header only
+    with open(path, "a") as f:
+        f.writelines(f"{i}.0,{i * 100},{i},{i * 2}.5,9,9,9\n" for i in range(1, 13))
+    assert recent_returns(str(path), 3) == [20.5, 22.5, 24.5]
+    assert recent_returns(str(path), 10) == [6.5 + 2 * i for i in range(10)]
+    assert recent_returns(str(path), 20) == [0.5 + 2 * i for i in range(1, 13)]
+    assert recent_returns(str(path), 0) == []
+
+
 @pytest.mark.slow
 def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_path):
     """A run with three archives, resumed from each archive in turn and then from its latest state: every file of
@@ -187,6 +211,7 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
     archives = sorted(run.glob("checkpoint-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
     assert len(archives) == 3, archives
     kept = {run: digests(run)}
+    branch_games = 0
     for archive in archives:
         frames = int(archive.stem.split("-")[1])
         # a time budget: a frame budget could end the branch before a loaded machine's evaluator played a game;
@@ -201,6 +226,7 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
         for folder, files in kept.items():
             assert digests(folder) == files, folder  # nothing of the run or an earlier branch changed
         kept[branch] = digests(branch)
+        branch_games += len(progress_frames(branch)) - len([f for f in progress_frames(run) if f <= frames])
         assert progress_frames(branch)[: len([f for f in progress_frames(run) if f <= frames])] == \
             [f for f in progress_frames(run) if f <= frames]
     before = read_json(run / "summary.json")["frames"]
@@ -212,6 +238,8 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
         for name, fields in (("progress.csv", PROGRESS_FIELDS), ("games.csv", GAMES_FIELDS)):
             frames = progress_frames(folder, name, fields)
             assert frames and frames == sorted(frames), (folder, name)
+        assert_running_means_go_on(folder)
+    assert branch_games > 0  # the branches played games of their own: their means went on from their parent's
 
 
 # ---------------------------------------------------------------------------------------------------------------
