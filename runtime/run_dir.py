@@ -49,13 +49,18 @@ def unused_folder(stem: str) -> str:
     return folder
 
 
-def progress_frames(folder: str, name: str = "progress.csv") -> list[float]:
-    """The frames of each row of ``folder``'s progress.csv (or games.csv; empty when there is none)."""
+def csv_column(path: str, field: str) -> list[float]:
+    """The column ``field`` of the CSV file ``path``, as numbers (empty when there is no such file or column)."""
     try:
-        with open(os.path.join(folder, name), newline="") as f:
-            return [float(row["frames"]) for row in csv.DictReader(f) if row.get("frames")]
+        with open(path, newline="") as f:
+            return [float(row[field]) for row in csv.DictReader(f) if row.get(field)]
     except (OSError, ValueError, KeyError):
         return []
+
+
+def progress_frames(folder: str, name: str = "progress.csv") -> list[float]:
+    """The frames of each row of ``folder``'s progress.csv (or games.csv; empty when there is none)."""
+    return csv_column(os.path.join(folder, name), "frames")
 
 
 def newest_frames(folder: str, resume_path: str, resumed: dict | None) -> float | None:
@@ -147,12 +152,7 @@ def recent_returns(path: str, count: int) -> list[float]:
     """The returns of the last ``count`` evaluator games in ``path`` (a progress.csv; empty when there is none): a
     resumed run's evaluator starts its running mean with them, so the mean goes on across the resume instead of
     starting over (a branch's file holds its parent's games up to the branch, an in-place one its own)."""
-    try:
-        with open(path, newline="") as f:
-            returns = [float(row["return"]) for row in csv.DictReader(f) if row.get("return")]
-    except (OSError, ValueError, KeyError):
-        return []
-    return returns[-count:] if count > 0 else []
+    return csv_column(path, "return")[-count:] if count > 0 else []
 
 
 def write_tensorboard_hparams(args: argparse.Namespace) -> None:

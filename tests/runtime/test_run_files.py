@@ -226,9 +226,9 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
         for folder, files in kept.items():
             assert digests(folder) == files, folder  # nothing of the run or an earlier branch changed
         kept[branch] = digests(branch)
-        branch_games += len(progress_frames(branch)) - len([f for f in progress_frames(run) if f <= frames])
-        assert progress_frames(branch)[: len([f for f in progress_frames(run) if f <= frames])] == \
-            [f for f in progress_frames(run) if f <= frames]
+        parent = [f for f in progress_frames(run) if f <= frames]
+        assert progress_frames(branch)[: len(parent)] == parent
+        branch_games += len(progress_frames(branch)) - len(parent)
     before = read_json(run / "summary.json")["frames"]
     # the newest state: in place, 4,000 frames past the first run's budget (--max-seconds counts the run's time in all)
     resumed = run_main("--resume", run, "--max-frames", before + 4000, *logs, timeout=300)
