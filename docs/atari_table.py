@@ -291,12 +291,12 @@ killed most of the network's units in a probe as 16 did (BENCHMARKS.md, "Many wo
 Breakout").
 
 Today's defaults let the learning rate fall to 0 over the last tenth of `--max-frames` (from 18M frames here; README,
-"The learning rate's last tenth"). The Breakout and SpaceInvaders rows are runs with that fall (runs of the
-constant rate branched at their last checkpoint before 18M frames, or, Breakout's run 3 and SpaceInvaders' run 1,
-with the span from the start); the other five games' runs kept a constant rate, which today's defaults change over
-their last 2M frames only, so their 10M-frame columns are today's and their 20M-frame columns may be low or high by
-what the fall moves (on Breakout it lifted every run; on SpaceInvaders it moved little). The constant-rate Breakout and SpaceInvaders
-runs are rows of "Beyond the defaults" below (`--lr-decay none`).
+"The learning rate's last tenth"). The Breakout and SpaceInvaders rows are runs with that fall (runs of the constant
+rate branched at their last checkpoint before 18M frames, or, Breakout's run 3 and SpaceInvaders' run 1, with the
+span from the start); the other five games' runs kept a constant rate, which today's defaults change over their last
+2M frames only, so their 10M-frame columns are today's and their 20M-frame columns may be low or high by what the
+fall moves (on Breakout it lifted every run; on SpaceInvaders it moved little). The constant-rate Breakout and
+SpaceInvaders runs are rows of "Beyond the defaults" below (`--lr-decay none`).
 
 How the scores are taken: the evaluator's greedy policy (the argmax of the policy) plays whole games (all lives, raw
 points, 0-30 no-op starts, games cut at `--max-episode-length` 10,000 agent steps), pressing FIRE after a lost life
