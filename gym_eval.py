@@ -52,7 +52,7 @@ from envs.environment import (
 from envs.recording import Monitor, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error, video_fps
 from model import RECURRENT_MODELS, build_model, describe_network
 from runtime.checkpoints import load_checkpoint
-from runtime.run_dir import BEST_MODEL
+from runtime.run_dir import BEST_MODEL, branches
 
 DEFAULT_ENV = "PongNoFrameskip-v4"
 PROGRESS_EVERY = 10.0  # seconds between the lines of a game still playing
@@ -160,6 +160,10 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
         raise BadInput(f"{path} has an unreadable 'env' entry ({exc})") from None
 
     notes = []
+    if args.model_path is not None and os.path.isdir(args.model_path) and branches(args.model_path):
+        newest = branches(args.model_path)[-1]
+        notes.append(f"{args.model_path} was resumed into {newest}: this plays the weights of {args.model_path} "
+                     f"itself; give --model-path {newest} for those its training went on to")
     meta = data["model_meta"]
     if not isinstance(meta, dict):
         raise BadInput(f"{path} has an unreadable 'model_meta' entry")

@@ -49,6 +49,20 @@ def unused_folder(stem: str) -> str:
     return folder
 
 
+def branches(run: str) -> list[str]:
+    """The folders that ``main.py --resume`` made beside ``run`` (``<run>-from-<frames>``, or ``-from-<frames>-<n>``
+    for a second branch from the same state) that hold a run, the one resumed from the most frames last."""
+    parent, name = os.path.split(os.path.abspath(run))
+    found = []
+    for entry in os.listdir(parent or os.sep):
+        rest = entry[len(name) + len("-from-"):] if entry.startswith(f"{name}-from-") else ""
+        frames, _, copy = rest.partition("-")
+        folder = os.path.join(parent, entry)
+        if frames.isdigit() and (copy == "" or copy.isdigit()) and holds_run(folder):
+            found.append((int(frames), int(copy or 1), folder))
+    return [folder for *_, folder in sorted(found)]
+
+
 def csv_column(path: str, field: str) -> list[float]:
     """The column ``field`` of the CSV file ``path``, as numbers (empty when there is no such file or column)."""
     try:

@@ -340,6 +340,25 @@ def test_a_run_directory_plays_its_best_model_or_with_latest_its_checkpoint(cart
         assert str(run / "checkpoint.pt") in header and "a checkpoint's latest weights" in header, header
 
 
+def test_a_run_that_was_resumed_elsewhere_says_where_its_newer_weights_are(cartpole_run, tmp_path):
+    """main.py --resume from an earlier state writes RUN-from-<frames> and leaves RUN as it was: gym_eval still plays
+    RUN's own weights, and says on stderr where the branch is."""
+    run, branch = tmp_path / "run1", tmp_path / "run1-from-1000"
+    shutil.copytree(cartpole_run / "run", run)
+    logs = ["--num-episodes", "1", "--log-dir", tmp_path / "logs"]
+    alone = run_eval("--model-path", run, "--latest", *logs)
+    assert alone.returncode == 0 and "resumed into" not in alone.stderr, alone.stderr
+    shutil.copytree(cartpole_run / "run", branch)
+    for flags in (["--model-path", run, "--latest"], ["--model-path", run]):
+        result = run_eval(*flags, *logs)
+        assert result.returncode == 0, result.stderr
+        notes = [line for line in error_lines(result.stderr) if line.startswith("gym_eval.py: note:")]
+        assert len(notes) == 1 and f"resumed into {branch}" in notes[0], result.stderr
+        assert str(run / ("checkpoint.pt" if "--latest" in flags else "best_model.pt")) in header_line(result.stdout)
+    direct = run_eval("--model-path", branch, "--latest", *logs)
+    assert direct.returncode == 0 and "resumed into" not in direct.stderr, direct.stderr
+
+
 def test_an_exported_model_says_so_in_the_header(cartpole_run, tmp_path):
     out = tmp_path / "exported.pt"
     subprocess.run([*command("export_model"), str(cartpole_run / "run"), str(out)], cwd=ROOT, check=True,

@@ -15,7 +15,7 @@ import torch
 from conftest import ROOT, read_json, run_main
 from runtime.checkpoints import CheckpointWriter, model_file
 from runtime.evaluator import may_replace
-from runtime.run_dir import GAMES_FIELDS, PROGRESS_FIELDS, choose_run_dir, prepare_run_dir, recent_returns
+from runtime.run_dir import GAMES_FIELDS, PROGRESS_FIELDS, branches, choose_run_dir, prepare_run_dir, recent_returns
 
 CARTPOLE = ["--env", "CartPole-v1", "--workers", "1", "--hidden-size", "32", "--no-tensorboard-logger"]
 
@@ -167,6 +167,20 @@ def test_a_resume_from_an_earlier_state_is_a_branch(tmp_path):
     os.makedirs(branch)
     (tmp_path / "run-from-100" / "args.json").write_text("{}")
     assert choose_run_dir(args_for(resume=str(run / "checkpoint-100.pt")), older) == f"{run}-from-100-2"
+
+
+def test_branches_are_the_resumes_beside_a_run_oldest_state_first(tmp_path):
+    run = tmp_path / "run1"
+    run.mkdir()
+    assert branches(str(run)) == []
+    for name in ("run1-from-300", "run1-from-100", "run1-from-100-2", "run1-from-300-from-400", "run10-from-50",
+                 "run1-from-x", "run1-from-200"):
+        (tmp_path / name).mkdir()
+        if name != "run1-from-200":  # an empty folder holds no run
+            (tmp_path / name / "args.json").write_text("{}")
+    assert branches(str(run)) == [str(tmp_path / name) for name in ("run1-from-100", "run1-from-100-2",
+                                                                      "run1-from-300")]
+    assert branches(str(tmp_path / "run1-from-300") + os.sep) == [str(tmp_path / "run1-from-300-from-400")]
 
 
 def test_a_branch_starts_with_its_parents_rows_up_to_the_resumed_state(tmp_path):
