@@ -5,6 +5,7 @@
         -- --env CartPole-v1 --stop-score 475
     python -m tools.sweep --runs 3 --frames 20e6 --final-eval 10 --out sweeps/breakout -- --env BreakoutNoFrameskip-v4
     python -m tools.sweep --report sweeps/pong            # table and figure again from the runs already there
+    python -m tools.sweep --resume sweeps/breakout        # carry on a sweep that was cut short
 
 Flags after ``--`` go to main.py unchanged; sweep.py adds ``--seed <seed0 + i - 1> --run-dir OUT/run<i>``, the
 budget (--seconds -> ``--max-seconds``, --frames -> ``--max-frames``) and, unless given, ``--save-model-dir
@@ -24,6 +25,14 @@ The report (printed; OUT/sweep.md, OUT/sweep.json, OUT/sweep.png) has a row per 
 The figure: every run's running mean against wall-clock minutes and against frames. A "note" written into
 OUT/sweep.json by hand (that other work shared the machine, say) stays there through --report and shows in sweep.md;
 so does any other key written there by hand (docs/atari_table.py's ``flags_now``).
+
+A sweep cut short (a reboot, a killed terminal, Ctrl-C) carries on with ``--resume OUT``: the same command (read from
+OUT/sweep.json, written before run 1 starts) for the runs not yet done. A run that stopped before its budget continues
+from its last checkpoint (``main.py --resume`` with the budget alone: the checkpoint keeps every other flag), in place
+where it saved on its way out, else in a branch ``run<i>-from-<frames>`` beside it (main.py's rule: nothing the run
+wrote is replaced), which sweep.json records as the run's ``dir`` and the report measures (its progress.csv holds the
+whole run); a finished run missing its --final-eval games plays them; a run not begun starts. Frames past the last
+checkpoint are played again, so a resumed run is not the run an uncut sweep would have made, only one like it.
 
 Exit codes: 0 every run exited 0; 1 some did not (the sweep went on); 2 bad input, one line on stderr (also when
 run 1 refuses its flags, as every run would); 130 Ctrl-C: main.py, in the same process group, gets it too and
@@ -46,6 +55,7 @@ from typing import Sequence
 
 from core.cli import HelpFormatter, OneLineParser
 from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
+from runtime.run_dir import branches
 from tools.plot import read_progress, run_env
 
 PROG = "python -m tools.sweep"  # how the command is run, for its messages
@@ -86,17 +96,32 @@ def build_parser() -> OneLineParser:
         help="after each run, N whole games with its final weights, greedy and sampled (gym_eval.py); 0: none")
     add("--out", default=None, help="new folder for the sweep: run<i>/, trained_models/, logs/, sweep.md/json/png")
     add("--report", default=None, metavar="OUT", help="run nothing: write the report of the sweep in OUT again")
+    add("--resume", default=None, metavar="OUT",
+        help="carry on the sweep in OUT that was cut short, with its own flags (OUT/sweep.json): each run not "
+             "finished continues from its last checkpoint, each not begun starts")
     return p
 
 
-def parse(argv: list[str]) -> tuple[OneLineParser, argparse.Namespace]:
-    """sweep.py's flags (before ``--``) checked, and main.py's (after it) in ``args.main_flags``."""
+def parse(argv: list[str], resuming: bool = False) -> tuple[OneLineParser, argparse.Namespace]:
+    """sweep.py's flags (before ``--``) checked, and main.py's (after it) in ``args.main_flags``; with --resume OUT,
+    those of the sweep in OUT (``resuming``: its own command, re-read, whose --out holds runs)."""
     cut = argv.index("--") if "--" in argv else len(argv)
     p = build_parser()
     args, unknown = p.parse_known_args(argv[:cut])
     if unknown:
         p.error(f"unrecognized arguments: {' '.join(unknown)} (flags for main.py go after --)")
     args.main_flags = argv[cut + 1:]
+    if args.resume is not None:
+        if argv[:cut] != ["--resume", args.resume] or args.main_flags:
+            p.error("--resume takes the sweep's folder alone: its runs keep the flags they were started with")
+        first = sweep_argv(args.resume)
+        if first is None:
+            p.error(f"{args.resume} holds no sweep.json naming its sweep command: not a sweep to resume (a sweep "
+                    f"writes it before run 1 starts)")
+        out = args.resume
+        _, args = parse(first, resuming=True)
+        args.out = args.resume = out  # where the sweep is now, were the folder moved since
+        return p, args
     if args.score is not None and not math.isfinite(args.score):
         p.error(f"--score must be a finite number, got {args.score}")
     if args.report is not None:
@@ -114,9 +139,20 @@ def parse(argv: list[str]) -> tuple[OneLineParser, argparse.Namespace]:
         p.error(f"--seconds must be positive, got {args.seconds}")
     elif args.out is None:
         p.error("--out is required: the folder the sweep's runs go to")
-    elif run_dirs(args.out):
+    elif run_dirs(args.out) and not resuming:
         p.error(f"{args.out} already holds runs: give a new --out rather than mix sweeps (or --report {args.out})")
     return p, args
+
+
+def sweep_argv(out: str) -> list[str] | None:
+    """The flags the sweep in OUT was started with (after ``python -m tools.sweep``), from OUT/sweep.json."""
+    command = load_json(os.path.join(out, "sweep.json")).get("sweep_command")
+    try:
+        words = shlex.split(command) if isinstance(command, str) else []
+    except ValueError:
+        return None
+    start = ["python", "-m", "tools.sweep"]
+    return words[len(start):] if words[:len(start)] == start else None
 
 
 def run_dirs(out: str) -> list[str]:
@@ -136,15 +172,27 @@ def load_json(path: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def newest_part(run_dir: str) -> str:
+    """Where a run of the sweep went on: ``run_dir`` itself, or, where --resume continued it from an earlier state
+    than its newest, the branch resumed from the most frames (and that branch's own, and so on)."""
+    later = branches(run_dir)
+    return newest_part(later[-1]) if later else run_dir
+
+
 def load_run(run_dir: str, known: dict) -> dict:
-    """A run from what it wrote (a crashed one may lack summary.json or games) and what the sweep knows of it."""
+    """A run from what it wrote (a crashed one may lack summary.json or games) and what the sweep knows of it:
+    ``known["dir"]``, a branch that --resume continued the run in, is measured in its place."""
+    name = os.path.basename(run_dir)
+    if known.get("dir"):
+        run_dir = os.path.join(os.path.dirname(run_dir), known["dir"])
     args, summary = load_json(os.path.join(run_dir, "args.json")), load_json(os.path.join(run_dir, "summary.json"))
     try:
         curve = read_progress(run_dir)
     except BadInput:
         curve = None
     frames, code = summary.get("frames", curve["frames"][-1] if curve else None), known.get("exit_code")
-    return {"run": os.path.basename(run_dir), "seed": args.get("seed", known.get("seed")), "exit_code": code,
+    return {"run": name, **({"dir": known["dir"]} if known.get("dir") else {}),
+            "seed": args.get("seed", known.get("seed")), "exit_code": code,
             "stop_reason": summary.get("stop_reason"), "frames": None if frames is None else int(frames),
             "seconds": summary.get("seconds", curve["wall_time_s"][-1] if curve else None),
             "best_mean_return": summary.get("best_mean_return"), "score_window": args.get("score_window", 10),
@@ -276,6 +324,7 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
     if meta.get("commit"):
         lines.append(f"- code: commit `{meta['commit']}`")
     lines.append(f"- machine: {meta.get('machine') or 'not recorded (no sweep.json of the sweep)'}")
+    lines += [f"- resumed: {line}" for line in meta.get("resumed", [])]
     if meta.get("note"):
         lines.append(f"- note: {meta['note']}")
     lines += ["- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
@@ -378,36 +427,70 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
     for dest, (flag, hint) in OWN_FLAGS.items():
         if dest in given:
             p.error(f"{flag} after -- is for sweep.py to set ({hint})")
-    own = (["--max-seconds", f"{args.seconds:g}"] if args.seconds is not None else []) + \
-          (["--max-frames", str(args.frames)] if args.frames is not None else []) + \
+    budget = (["--max-seconds", f"{args.seconds:g}"] if args.seconds is not None else []) + \
+             (["--max-frames", str(args.frames)] if args.frames is not None else [])
+    own = budget + \
           ([] if "save_model_dir" in given else ["--save-model-dir", os.path.join(args.out, "trained_models")]) + \
           ([] if "log_dir" in given else ["--log-dir", os.path.join(args.out, "logs")])
 
     def flags(seed, run_dir):
         return [*args.main_flags, "--seed", seed, "--run-dir", run_dir, *own]
 
-    meta = {"sweep_command": shlex.join(["python", "-m", "tools.sweep", *argv]), "main_flags": args.main_flags,
+    first = sweep_argv(args.resume) if args.resume else argv
+    meta = {"sweep_command": shlex.join(["python", "-m", "tools.sweep", *first]), "main_flags": args.main_flags,
             "run_command": shlex.join(["python", "main.py", *flags("SEED", os.path.join(args.out, "runI"))])
-            + f"  (run I = 1..{args.runs}, SEED = {args.seed0} + I - 1)", "machine": machine(), "commit": commit(), "runs": {}}
+            + f"  (run I = 1..{args.runs}, SEED = {args.seed0} + I - 1)", "machine": machine(), "commit": commit(),
+            "runs": {}}
+    if args.resume:  # what the sweep recorded (its machine, its code, a note) stays; this resume is added to it
+        old = load_json(os.path.join(args.out, "sweep.json"))
+        meta |= {key: value for key, value in old.items() if key not in ("runs", "score", "budgets", "median", "worst")}
+        meta["runs"] = {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}
+        again = shlex.join(["python", "-m", "tools.sweep", *argv])
+        meta["resumed"] = [*meta.get("resumed", []), f"{time.strftime('%Y-%m-%d %H:%M')}: {again}; code {commit()}; "
+                                                      f"{machine()}"]
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "sweep.json"), "w") as f:  # before any run: what --resume reads
+        json.dump({**meta, "runs": list(meta["runs"].values())}, f, indent=2)
 
     text = None
     for i in range(1, args.runs + 1):
         if signals:
             break
         seed, run_dir = args.seed0 + i - 1, os.path.join(args.out, f"run{i}")
-        os.makedirs(run_dir)
-        print(f"sweep: run {i}/{args.runs} (seed {seed}) started, output in {run_dir}/stdout.log", flush=True)
-        with open(os.path.join(run_dir, "stdout.log"), "w") as log:
-            running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), *flags(str(seed), run_dir)],
-                                          stdout=log, stderr=subprocess.STDOUT)
-            code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
-        meta["runs"][f"run{i}"] = {"seed": seed, "exit_code": code}
+        known = meta["runs"].get(f"run{i}", {})
+        if not os.path.isdir(run_dir):
+            os.makedirs(run_dir)
+            print(f"sweep: run {i}/{args.runs} (seed {seed}) started, output in {run_dir}/stdout.log", flush=True)
+            with open(os.path.join(run_dir, "stdout.log"), "w") as log:
+                running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"),
+                                               *flags(str(seed), run_dir)], stdout=log, stderr=subprocess.STDOUT)
+                code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
+            where = run_dir
+        else:  # --resume: this run began before the sweep was cut
+            where = newest_part(run_dir)
+            stop = load_json(os.path.join(where, "summary.json")).get("stop_reason")
+            if stop in FINISHED or stop == "error":  # done, or crashed (a result of the sweep, kept as it ended)
+                code = known.get("exit_code", EXIT_OK if stop in FINISHED else EXIT_CRASH)
+                done = args.final_eval and code == EXIT_OK and os.path.isfile(final_eval_path(where, "stochastic"))
+                if not args.final_eval or code != EXIT_OK or done:
+                    meta["runs"][f"run{i}"] = known | {"seed": seed, "exit_code": code}
+                    continue
+            else:
+                print(f"sweep: run {i}/{args.runs} (seed {seed}) resumed from {where} (stopped: "
+                      f"{stop or 'no summary'}), output in {run_dir}/stdout.log", flush=True)
+                with open(os.path.join(run_dir, "stdout.log"), "a") as log:
+                    running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), "--resume", where,
+                                                   *budget], stdout=log, stderr=subprocess.STDOUT)
+                    code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
+                where = newest_part(run_dir)
+        meta["runs"][f"run{i}"] = {"seed": seed, "exit_code": code} | (
+            {"dir": os.path.relpath(where, args.out)} if where != run_dir else {})
         if args.final_eval and code == EXIT_OK and not signals:
             print(f"sweep: run {i}/{args.runs}: its final weights play {args.final_eval} greedy and "
-                  f"{args.final_eval} stochastic games (gym_eval.py, output in {run_dir}/final_eval.log)", flush=True)
-            if final_eval(run_dir, args.final_eval, running, signals) != EXIT_OK:
+                  f"{args.final_eval} stochastic games (gym_eval.py, output in {where}/final_eval.log)", flush=True)
+            if final_eval(where, args.final_eval, running, signals) != EXIT_OK:
                 print(f"sweep: run {i}/{args.runs}: gym_eval.py did not finish its games: see "
-                      f"{run_dir}/final_eval.log", flush=True)
+                      f"{where}/final_eval.log", flush=True)
         run = load_run(run_dir, meta["runs"][f"run{i}"])
         line = (f"sweep: run {i}/{args.runs} (seed {seed}) ended: exit {code} ({run['stop_reason'] or 'no summary'})"
                 f", {cell(run['seconds'], '{:.0f}')} s, {cell(run['frames'], '{:,}')} frames, best mean "
@@ -421,11 +504,14 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
                                                   f"reached at {seconds:.0f} s, {frames:,} frames")
         print(line, flush=True)
         text = report(args.out, meta, args.score, args.budgets)  # after every run: a sweep cut short keeps it
-        if code == EXIT_BAD_INPUT:  # main.py refused its flags, as it would for every seed
+        if code == EXIT_BAD_INPUT:  # main.py refused its flags, as it would for every seed (or its --resume)
             with open(os.path.join(run_dir, "stdout.log")) as f:
                 last = ([out for out in f.read().splitlines() if out.strip()] or ["?"])[-1]
-            print(f"{PROG}: error: run {i} refused its flags: {last}", file=sys.stderr)
+            what = "could not resume" if args.resume else "refused its flags"
+            print(f"{PROG}: error: run {i} {what}: {last}", file=sys.stderr)
             return EXIT_BAD_INPUT
+    if text is None and args.resume and not signals:  # every run was done already: the report once more
+        text = report(args.out, meta, args.score, args.budgets)
     if text is not None:
         print(text, flush=True)
         print(f"sweep: wrote {', '.join(os.path.join(args.out, f'sweep.{x}') for x in ('md', 'json', 'png'))}")

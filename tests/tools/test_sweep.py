@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from conftest import ROOT, as_a_terminal_job, command, read_json
 from tools import sweep
@@ -130,6 +131,10 @@ def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
         (["--report", tmp_path / "empty"], ["run<i>/progress.csv"]),
         (["--report", tmp_path / "nothing_here"], ["run<i>/progress.csv"]),
         (["--report", crafted_sweep, "--", "--env", "CartPole-v1"], ["--report"]),
+        (["--resume", crafted_sweep], ["sweep.json"]),
+        (["--resume", tmp_path / "nothing_here"], ["sweep.json"]),
+        (["--resume", crafted_sweep, "--runs", 3], ["--resume", "alone"]),
+        (["--resume", crafted_sweep, "--", "--env", "CartPole-v1"], ["--resume", "alone"]),
     ]
     for flags, words in cases:
         assert_bad_input(run_sweep(*flags), *words)
@@ -202,6 +207,63 @@ def test_ctrl_c_stops_the_sweep_after_the_running_run_saved(tmp_path):
     report = read_json(out / "sweep.json")
     assert [(r["exit_code"], r["stop_reason"]) for r in report["runs"]] == [(130, "interrupted")]
     assert (out / "sweep.md").exists() and (out / "sweep.png").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
+    """A sweep killed outright (a reboot: no process saves) during run 1 carries on with --resume OUT: run 1 goes on
+    from its last checkpoint in a branch beside it (games past that checkpoint were logged), which the report
+    measures; run 2, never begun, starts; each plays its --final-eval games. Resuming a finished sweep runs nothing."""
+    out, frames = tmp_path / "sweep", 20000
+    flags = ["--runs", 2, "--frames", frames, "--final-eval", 1, "--out", out, "--", *TINY, "--checkpoint-interval", 1]
+    proc = subprocess.Popen([*command("sweep"), *map(str, flags)], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run1, deadline = out / "run1", time.monotonic() + 120
+
+    def trained_a_while():  # a checkpoint of trained weights (not the one at frame 0), and games logged
+        archives = [name for name in os.listdir(run1) if name.startswith("checkpoint-")] if run1.exists() else []
+        games = run1 / "games.csv"
+        return len(archives) >= 2 and games.exists() and len(games.read_text().splitlines()) > 20
+
+    while not trained_a_while() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert read_json(out / "sweep.json")["runs"] == [] and not (out / "run1" / "summary.json").exists()
+    assert not (out / "run2").exists()
+    # main.py's rule: games logged past the checkpoint (training's or the evaluator's) make it a branch (all but
+    # always: a game ends every few ms)
+    saved = torch.load(run1 / "checkpoint.pt", weights_only=True)["frames"]
+    logged = [float(row["frames"]) for name in ("games.csv", "progress.csv") for row in csv.DictReader(
+        open(run1 / name))]
+    branched = max(logged) > saved
+
+    result = run_sweep("--resume", out, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    branch = [name for name in os.listdir(out) if name.startswith("run1-from-")]
+    assert branch == ([f"run1-from-{saved:.0f}"] if branched else []), os.listdir(out)
+    branch = branch or [None]
+    assert "run 1/2 (seed 1) resumed from" in result.stdout and "run 2/2 (seed 2) started" in result.stdout
+    report = read_json(out / "sweep.json")
+    assert [(r["run"], r.get("dir"), r["exit_code"], r["stop_reason"]) for r in report["runs"]] == [
+        ("run1", branch[0], 0, "max_frames"), ("run2", None, 0, "max_frames")]
+    for run, folder in (("run1", branch[0] or "run1"), ("run2", "run2")):
+        summary = read_json(out / folder / "summary.json")
+        assert summary["frames"] >= frames and read_json(out / folder / "args.json")["seed"] == int(run[-1])
+        entry = next(r for r in report["runs"] if r["run"] == run)
+        assert entry["frames"] == summary["frames"] and entry["final_greedy"] == read_json(
+            out / folder / "final_greedy.json")["mean"]
+    with open(out / (branch[0] or "run1") / "games.csv") as f:  # a branch's files hold the whole run too
+        assert float(next(csv.DictReader(f))["frames"]) < frames / 2
+    assert report["sweep_command"].endswith(f"--out {out} -- " + " ".join(map(str, TINY)) + " --checkpoint-interval 1")
+    assert len(report["resumed"]) == 1 and "--resume" in report["resumed"][0]
+    assert "- resumed: " in (out / "sweep.md").read_text()
+
+    before = sorted(os.listdir(out))
+    again = run_sweep("--resume", out, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "started" not in again.stdout and "resumed from" not in again.stdout and "| run1 |" in again.stdout
+    assert len(read_json(out / "sweep.json")["resumed"]) == 2 and sorted(os.listdir(out)) == before
 
 
 def test_min_entropy_looks_at_the_first_frames_only(tmp_path):
