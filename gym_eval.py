@@ -160,10 +160,14 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
         raise BadInput(f"{path} has an unreadable 'env' entry ({exc})") from None
 
     notes = []
-    if args.model_path is not None and os.path.isdir(args.model_path) and branches(args.model_path):
-        newest = branches(args.model_path)[-1]
-        notes.append(f"{args.model_path} was resumed into {newest}: this plays the weights of {args.model_path} "
-                     f"itself; give --model-path {newest} for those its training went on to")
+    later = branches(args.model_path) if args.model_path is not None and os.path.isdir(args.model_path) else []
+    if later:  # named as the user named the run (a relative path stays relative)
+        run = args.model_path.rstrip(os.sep)
+        newest = os.path.join(os.path.dirname(run), os.path.basename(later[-1]))
+        at = os.path.basename(later[-1])[len(os.path.basename(run)) + len("-from-"):].split("-")[0]
+        notes.append(f"main.py --resume wrote a branch of {run} from its state at {int(at):,} frames, {newest}"
+                     f"{f' (and {len(later) - 1} more)' if len(later) > 1 else ''}: this plays the weights of {run} "
+                     f"itself; give --model-path {newest} for the branch's")
     meta = data["model_meta"]
     if not isinstance(meta, dict):
         raise BadInput(f"{path} has an unreadable 'model_meta' entry")

@@ -20,7 +20,8 @@ The report (printed; OUT/sweep.md, OUT/sweep.json, OUT/sweep.png) has a row per 
       before F frames, left out);
   final weights (with --final-eval N): after each run that exits 0, ``gym_eval.py`` plays N whole games with its
       checkpoint.pt greedily and N sampling the policy (``--stochastic``, as RL Zoo scores Atari agents), into
-      OUT/run<i>/final_greedy.json and final_stochastic.json; the mean of each. The evaluator's games near the end of a
+      OUT/run<i>/final_greedy.json and final_stochastic.json (a resumed run's: in the folder it ended in); the mean of
+      each. The evaluator's games near the end of a
       run were each played with the weights of their start, so they can trail the weights the run ends with.
 The figure: every run's running mean against wall-clock minutes and against frames. A "note" written into
 OUT/sweep.json by hand (that other work shared the machine, say) stays there through --report and shows in sweep.md;
@@ -28,11 +29,13 @@ so does any other key written there by hand (docs/atari_table.py's ``flags_now``
 
 A sweep cut short (a reboot, a killed terminal, Ctrl-C) carries on with ``--resume OUT``: the same command (read from
 OUT/sweep.json, written before run 1 starts) for the runs not yet done. A run that stopped before its budget continues
-from its last checkpoint (``main.py --resume`` with the budget alone: the checkpoint keeps every other flag), in place
-where it saved on its way out, else in a branch ``run<i>-from-<frames>`` beside it (main.py's rule: nothing the run
-wrote is replaced), which sweep.json records as the run's ``dir`` and the report measures (its progress.csv holds the
-whole run); a finished run missing its --final-eval games plays them; a run not begun starts. Frames past the last
-checkpoint are played again, so a resumed run is not the run an uncut sweep would have made, only one like it.
+from its last checkpoint (``main.py --resume`` with the budget alone: the checkpoint keeps every other flag; --seconds
+gives it the seconds its checkpoint had left), in place where it saved on its way out, else in a branch
+``run<i>-from-<frames>`` beside it (main.py's rule: nothing the run wrote is replaced), which sweep.json records as the
+run's ``dir`` and the report measures (its progress.csv holds the whole run); a finished run missing its --final-eval
+games plays them; a run not begun starts; a run that crashed stays as it ended (a result). A run cut before its first
+checkpoint has nothing to go on from: moved out of OUT, it starts afresh. Frames past the last checkpoint are played
+again, so a resumed run is one like the run an uncut sweep would have made, not the same one.
 
 Exit codes: 0 every run exited 0; 1 some did not (the sweep went on); 2 bad input, one line on stderr (also when
 run 1 refuses its flags, as every run would); 130 Ctrl-C: main.py, in the same process group, gets it too and
@@ -55,7 +58,7 @@ from typing import Sequence
 
 from core.cli import HelpFormatter, OneLineParser
 from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
-from runtime.run_dir import branches
+from runtime.run_dir import branches, holds_run
 from tools.plot import read_progress, run_env
 
 PROG = "python -m tools.sweep"  # how the command is run, for its messages
@@ -116,11 +119,11 @@ def parse(argv: list[str], resuming: bool = False) -> tuple[OneLineParser, argpa
             p.error("--resume takes the sweep's folder alone: its runs keep the flags they were started with")
         first = sweep_argv(args.resume)
         if first is None:
-            p.error(f"{args.resume} holds no sweep.json naming its sweep command: not a sweep to resume (a sweep "
-                    f"writes it before run 1 starts)")
+            p.error(f"{args.resume} holds no sweep.json naming its sweep command (a sweep writes it before run 1 "
+                    f"starts; one cut during its run 1 by an older version did not): nothing to resume from")
         out = args.resume
         _, args = parse(first, resuming=True)
-        args.out = args.resume = out  # where the sweep is now, were the folder moved since
+        args.out = args.resume = out
         return p, args
     if args.score is not None and not math.isfinite(args.score):
         p.error(f"--score must be a finite number, got {args.score}")
@@ -172,19 +175,24 @@ def load_json(path: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def newest_part(run_dir: str) -> str:
-    """Where a run of the sweep went on: ``run_dir`` itself, or, where --resume continued it from an earlier state
-    than its newest, the branch resumed from the most frames (and that branch's own, and so on)."""
-    later = branches(run_dir)
-    return newest_part(later[-1]) if later else run_dir
+def newest_part(part: str) -> str:
+    """Where a run of the sweep went on from ``part`` (the run's folder, or the branch the sweep last recorded): a
+    part that ended (finished or crashed) is the run's last; else the branch beside it that main.py --resume wrote
+    from the most frames, and so on. A branch with no checkpoint.pt (cut before its first save) is passed over: the
+    next resume starts another branch from the same state."""
+    if load_json(os.path.join(part, "summary.json")).get("stop_reason") in (*FINISHED, "error"):
+        return part
+    later = [b for b in branches(part) if os.path.isfile(os.path.join(b, "checkpoint.pt"))]
+    return newest_part(later[-1]) if later else part
 
 
 def load_run(run_dir: str, known: dict) -> dict:
     """A run from what it wrote (a crashed one may lack summary.json or games) and what the sweep knows of it:
     ``known["dir"]``, a branch that --resume continued the run in, is measured in its place."""
-    name = os.path.basename(run_dir)
+    name, parts = os.path.basename(run_dir), [run_dir]
     if known.get("dir"):
         run_dir = os.path.join(os.path.dirname(run_dir), known["dir"])
+        parts.append(run_dir)  # a branch's TensorBoard events start at the branch: the first frames are its parent's
     args, summary = load_json(os.path.join(run_dir, "args.json")), load_json(os.path.join(run_dir, "summary.json"))
     try:
         curve = read_progress(run_dir)
@@ -196,7 +204,7 @@ def load_run(run_dir: str, known: dict) -> dict:
             "stop_reason": summary.get("stop_reason"), "frames": None if frames is None else int(frames),
             "seconds": summary.get("seconds", curve["wall_time_s"][-1] if curve else None),
             "best_mean_return": summary.get("best_mean_return"), "score_window": args.get("score_window", 10),
-            "min_entropy": min_entropy(run_dir),
+            "min_entropy": min((e for e in map(min_entropy, parts) if e is not None), default=None),
             **{f"final_{policy}": load_json(final_eval_path(run_dir, policy)).get("mean") for policy, _ in FINAL_EVAL},
             # the exit code when the sweep saw it, else (runs reported without their sweep.json) the stop reason
             "finished": code == 0 if code is not None else summary.get("stop_reason") in FINISHED, "curve": curve}
@@ -407,6 +415,32 @@ def machine() -> str:
             f"{gpus}; Python {platform.python_version()}, torch {torch.__version__}")
 
 
+def save_meta(out: str, meta: dict) -> None:
+    """OUT/sweep.json with what the sweep knows so far (the report rewrites it, measured, after each run)."""
+    with open(os.path.join(out, "sweep.json"), "w") as f:
+        json.dump({**meta, "runs": list(meta["runs"].values())}, f, indent=2)
+
+
+def run_entry(seed: int, code: int, where: str, run_dir: str, out: str) -> dict:
+    """What sweep.json records of run i: its seed, exit code and, where it went on in a branch, that folder."""
+    return {"seed": seed, "exit_code": code} | ({"dir": os.path.relpath(where, out)} if where != run_dir else {})
+
+
+def resumed_budget(args: argparse.Namespace, part: str) -> list[str]:
+    """main.py's budget flags for a run resumed from ``part``'s checkpoint: --max-frames counts the run's frames
+    (resumed ones included); --max-seconds counts one start's, so it gets what the checkpoint had left."""
+    flags = ["--max-frames", str(args.frames)] if args.frames is not None else []
+    if args.seconds is not None:
+        from runtime.checkpoints import load_checkpoint
+
+        try:
+            spent = float(load_checkpoint(os.path.join(part, "checkpoint.pt"), kind="checkpoint").get("seconds", 0))
+        except BadInput:
+            spent = 0.0  # main.py refuses the file itself, in one line
+        flags += ["--max-seconds", f"{max(1.0, args.seconds - spent):g}"]
+    return flags
+
+
 def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
     """Run the sweep's runs one after another, reporting after each; returns the exit code."""
     signals, running = [], [None]
@@ -427,9 +461,8 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
     for dest, (flag, hint) in OWN_FLAGS.items():
         if dest in given:
             p.error(f"{flag} after -- is for sweep.py to set ({hint})")
-    budget = (["--max-seconds", f"{args.seconds:g}"] if args.seconds is not None else []) + \
-             (["--max-frames", str(args.frames)] if args.frames is not None else [])
-    own = budget + \
+    own = (["--max-seconds", f"{args.seconds:g}"] if args.seconds is not None else []) + \
+          (["--max-frames", str(args.frames)] if args.frames is not None else []) + \
           ([] if "save_model_dir" in given else ["--save-model-dir", os.path.join(args.out, "trained_models")]) + \
           ([] if "log_dir" in given else ["--log-dir", os.path.join(args.out, "logs")])
 
@@ -445,12 +478,13 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
         old = load_json(os.path.join(args.out, "sweep.json"))
         meta |= {key: value for key, value in old.items() if key not in ("runs", "score", "budgets", "median", "worst")}
         meta["runs"] = {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}
+        if args.score is None and isinstance(old.get("score"), (int, float)):
+            args.score = old["score"]  # a score a later --report asked for
         again = shlex.join(["python", "-m", "tools.sweep", *argv])
         meta["resumed"] = [*meta.get("resumed", []), f"{time.strftime('%Y-%m-%d %H:%M')}: {again}; code {commit()}; "
                                                       f"{machine()}"]
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "sweep.json"), "w") as f:  # before any run: what --resume reads
-        json.dump({**meta, "runs": list(meta["runs"].values())}, f, indent=2)
+    save_meta(args.out, meta)  # before any run: what --resume reads
 
     text = None
     for i in range(1, args.runs + 1):
@@ -458,33 +492,34 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
             break
         seed, run_dir = args.seed0 + i - 1, os.path.join(args.out, f"run{i}")
         known = meta["runs"].get(f"run{i}", {})
-        if not os.path.isdir(run_dir):
-            os.makedirs(run_dir)
+        where = newest_part(os.path.join(args.out, known["dir"]) if known.get("dir") else run_dir)
+        stop = load_json(os.path.join(where, "summary.json")).get("stop_reason")
+        if not holds_run(run_dir):  # a run not begun (or cut before main.py wrote anything)
+            os.makedirs(run_dir, exist_ok=True)
             print(f"sweep: run {i}/{args.runs} (seed {seed}) started, output in {run_dir}/stdout.log", flush=True)
             with open(os.path.join(run_dir, "stdout.log"), "w") as log:
                 running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"),
                                                *flags(str(seed), run_dir)], stdout=log, stderr=subprocess.STDOUT)
                 code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
-            where = run_dir
-        else:  # --resume: this run began before the sweep was cut
-            where = newest_part(run_dir)
-            stop = load_json(os.path.join(where, "summary.json")).get("stop_reason")
-            if stop in FINISHED or stop == "error":  # done, or crashed (a result of the sweep, kept as it ended)
-                code = known.get("exit_code", EXIT_OK if stop in FINISHED else EXIT_CRASH)
-                done = args.final_eval and code == EXIT_OK and os.path.isfile(final_eval_path(where, "stochastic"))
-                if not args.final_eval or code != EXIT_OK or done:
-                    meta["runs"][f"run{i}"] = known | {"seed": seed, "exit_code": code}
-                    continue
-            else:
-                print(f"sweep: run {i}/{args.runs} (seed {seed}) resumed from {where} (stopped: "
-                      f"{stop or 'no summary'}), output in {run_dir}/stdout.log", flush=True)
-                with open(os.path.join(run_dir, "stdout.log"), "a") as log:
-                    running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), "--resume", where,
-                                                   *budget], stdout=log, stderr=subprocess.STDOUT)
-                    code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
-                where = newest_part(run_dir)
-        meta["runs"][f"run{i}"] = {"seed": seed, "exit_code": code} | (
-            {"dir": os.path.relpath(where, args.out)} if where != run_dir else {})
+        elif stop in FINISHED or stop == "error":  # --resume: done, or crashed (a result, kept as it ended)
+            code = EXIT_OK if stop in FINISHED else known.get("exit_code", EXIT_CRASH)
+            if not args.final_eval or code != EXIT_OK or os.path.isfile(final_eval_path(where, "stochastic")):
+                meta["runs"][f"run{i}"] = run_entry(seed, code, where, run_dir, args.out)
+                continue
+        elif not os.path.isfile(os.path.join(where, "checkpoint.pt")):
+            print(f"{PROG}: error: run {i} was cut before its first checkpoint ({where} holds no checkpoint.pt): "
+                  f"move {run_dir} out of {args.out} and --resume again to start it afresh", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        else:  # --resume: cut before its budget; main.py goes on in place or in a branch
+            print(f"sweep: run {i}/{args.runs} (seed {seed}) resumed from {where} (stopped: "
+                  f"{stop or 'no summary'}), output in {run_dir}/stdout.log", flush=True)
+            with open(os.path.join(run_dir, "stdout.log"), "a") as log:
+                running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), "--resume", where,
+                                               *resumed_budget(args, where)], stdout=log, stderr=subprocess.STDOUT)
+                code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
+            where = newest_part(where)
+        meta["runs"][f"run{i}"] = run_entry(seed, code, where, run_dir, args.out)
+        save_meta(args.out, meta)  # which folder holds the run, before its final games: a cut there loses nothing
         if args.final_eval and code == EXIT_OK and not signals:
             print(f"sweep: run {i}/{args.runs}: its final weights play {args.final_eval} greedy and "
                   f"{args.final_eval} stochastic games (gym_eval.py, output in {where}/final_eval.log)", flush=True)

@@ -215,47 +215,52 @@ def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
     from its last checkpoint in a branch beside it (games past that checkpoint were logged), which the report
     measures; run 2, never begun, starts; each plays its --final-eval games. Resuming a finished sweep runs nothing."""
     out, frames = tmp_path / "sweep", 20000
-    flags = ["--runs", 2, "--frames", frames, "--final-eval", 1, "--out", out, "--", *TINY, "--checkpoint-interval", 1]
+    flags = ["--runs", 2, "--frames", frames, "--final-eval", 1, "--out", out, "--", *TINY, "--checkpoint-interval", 3]
     proc = subprocess.Popen([*command("sweep"), *map(str, flags)], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run1, deadline = out / "run1", time.monotonic() + 120
 
-    def trained_a_while():  # a checkpoint of trained weights (not the one at frame 0), and games logged
-        archives = [name for name in os.listdir(run1) if name.startswith("checkpoint-")] if run1.exists() else []
-        games = run1 / "games.csv"
-        return len(archives) >= 2 and games.exists() and len(games.read_text().splitlines()) > 20
+    def logged():  # frames of the run's logged games, the training's and the evaluator's
+        return [float(row["frames"]) for name in ("games.csv", "progress.csv") if (run1 / name).exists()
+                for row in csv.DictReader(open(run1 / name))]
 
-    while not trained_a_while() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    def saved():
+        try:
+            return torch.load(run1 / "checkpoint.pt", weights_only=True)["frames"]
+        except (OSError, RuntimeError, EOFError):
+            return None
+
+    # an outright kill (a reboot: nothing saves) once trained weights were saved and games logged after them
+    while time.monotonic() < deadline:
+        archives = [name for name in os.listdir(run1) if name.startswith("checkpoint-")] if run1.exists() else []
+        at = saved()
+        if len(archives) >= 2 and at is not None and max(logged(), default=0) > at:
+            break
+        time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    assert read_json(out / "sweep.json")["runs"] == [] and not (out / "run1" / "summary.json").exists()
+    at = saved()
+    assert at is not None and 0 < at < max(logged()) < frames, (at, max(logged(), default=None))
+    assert read_json(out / "sweep.json")["runs"] == [] and not (run1 / "summary.json").exists()
     assert not (out / "run2").exists()
-    # main.py's rule: games logged past the checkpoint (training's or the evaluator's) make it a branch (all but
-    # always: a game ends every few ms)
-    saved = torch.load(run1 / "checkpoint.pt", weights_only=True)["frames"]
-    logged = [float(row["frames"]) for name in ("games.csv", "progress.csv") for row in csv.DictReader(
-        open(run1 / name))]
-    branched = max(logged) > saved
 
     result = run_sweep("--resume", out, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     branch = [name for name in os.listdir(out) if name.startswith("run1-from-")]
-    assert branch == ([f"run1-from-{saved:.0f}"] if branched else []), os.listdir(out)
-    branch = branch or [None]
+    assert branch == [f"run1-from-{at:.0f}"], os.listdir(out)
     assert "run 1/2 (seed 1) resumed from" in result.stdout and "run 2/2 (seed 2) started" in result.stdout
     report = read_json(out / "sweep.json")
     assert [(r["run"], r.get("dir"), r["exit_code"], r["stop_reason"]) for r in report["runs"]] == [
         ("run1", branch[0], 0, "max_frames"), ("run2", None, 0, "max_frames")]
-    for run, folder in (("run1", branch[0] or "run1"), ("run2", "run2")):
+    for run, folder in (("run1", branch[0]), ("run2", "run2")):
         summary = read_json(out / folder / "summary.json")
         assert summary["frames"] >= frames and read_json(out / folder / "args.json")["seed"] == int(run[-1])
         entry = next(r for r in report["runs"] if r["run"] == run)
         assert entry["frames"] == summary["frames"] and entry["final_greedy"] == read_json(
             out / folder / "final_greedy.json")["mean"]
-    with open(out / (branch[0] or "run1") / "games.csv") as f:  # a branch's files hold the whole run too
+    with open(out / branch[0] / "games.csv") as f:  # the branch's files hold the whole run, from frame 0
         assert float(next(csv.DictReader(f))["frames"]) < frames / 2
-    assert report["sweep_command"].endswith(f"--out {out} -- " + " ".join(map(str, TINY)) + " --checkpoint-interval 1")
+    assert report["sweep_command"].endswith(f"--out {out} -- " + " ".join(map(str, TINY)) + " --checkpoint-interval 3")
     assert len(report["resumed"]) == 1 and "--resume" in report["resumed"][0]
     assert "- resumed: " in (out / "sweep.md").read_text()
 
@@ -264,6 +269,41 @@ def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
     assert again.returncode == 0, again.stdout + again.stderr
     assert "started" not in again.stdout and "resumed from" not in again.stdout and "| run1 |" in again.stdout
     assert len(read_json(out / "sweep.json")["resumed"]) == 2 and sorted(os.listdir(out)) == before
+    assert run_sweep("--report", out).returncode == 0  # the report again measures the branch, and keeps the resumes
+    report = read_json(out / "sweep.json")
+    assert report["runs"][0]["dir"] == branch[0] and report["runs"][0]["frames"] >= frames
+    assert len(report["resumed"]) == 2
+
+
+def test_resume_runs_nothing_for_runs_that_ended_and_refuses_one_cut_before_its_first_checkpoint(crafted_sweep):
+    """Runs that finished or crashed stay as they ended (no training starts); a run with files but no checkpoint
+    has nothing to go on from: one line, exit 2, naming the folder to move."""
+    command = f"python -m tools.sweep --runs 5 --frames 4000 --out {crafted_sweep} -- --env CartPole-v1"
+    (crafted_sweep / "sweep.json").write_text(json.dumps({"sweep_command": command, "runs": []}))
+    result = run_sweep("--resume", crafted_sweep)
+    assert result.returncode == 1, result.stdout + result.stderr  # run 5 crashed: a result the resume keeps
+    assert "started" not in result.stdout and "resumed from" not in result.stdout
+    report = read_json(crafted_sweep / "sweep.json")
+    assert [(r["run"], r["exit_code"]) for r in report["runs"]] == [("run1", 0), ("run2", 0), ("run3", 0),
+                                                                     ("run4", 0), ("run5", 1)]
+    assert len(report["resumed"]) == 1 and report["sweep_command"] == command
+
+    (crafted_sweep / "run5" / "summary.json").unlink()  # killed, and before any checkpoint
+    assert_bad_input(run_sweep("--resume", crafted_sweep), "run 5", "first checkpoint", "run5")
+
+
+def test_newest_part_follows_the_branches_a_resume_wrote(tmp_path):
+    run = tmp_path / "run1"
+    crafted_run(run, [1, 2], seed=1, stop_reason="interrupted")
+    assert sweep.newest_part(str(run)) == str(run)
+    crafted_run(tmp_path / "run1-from-100", [1], seed=1, stop_reason="interrupted")  # cut before its first save
+    assert sweep.newest_part(str(run)) == str(run)
+    for name in ("run1-from-100-2", "run1-from-100-2-from-300"):
+        crafted_run(tmp_path / name, [1, 2, 3], seed=1, stop_reason="interrupted")
+        (tmp_path / name / "checkpoint.pt").write_bytes(b"")
+    assert sweep.newest_part(str(run)) == str(tmp_path / "run1-from-100-2-from-300")
+    (tmp_path / "run1" / "summary.json").write_text(json.dumps({"stop_reason": "max_frames"}))
+    assert sweep.newest_part(str(run)) == str(run)  # a run that finished is not followed into branches made later
 
 
 def test_min_entropy_looks_at_the_first_frames_only(tmp_path):
