@@ -12,7 +12,7 @@
 #   bash docs/gpu_checks.sh bench           A3G on the GPU against --gpu-ids -1 on the same cores, IMPALA's
 #                                           learner on the GPU with and without replay and with its inference
 #                                           server, in one bench run                                      (~9 min)
-#   bash docs/gpu_checks.sh lease SECONDS   all of it shortened to fit one lease of SECONDS: the GPU tests, CartPole on
+#   bash docs/gpu_checks.sh all SECONDS     all of it shortened to finish within SECONDS: the GPU tests, CartPole on
 #                                           cuda:0 (at most 100 s), the bench's GPU configurations (15 s each) and the
 #                                           CPU baseline, then Pong with the GPU defaults for the seconds left
 #   bash docs/gpu_checks.sh pong SEED [FLAGS...]
@@ -73,12 +73,12 @@ case $check in
       tee "$OUT/bench_gpu.log" | grep -v "^bench: started"
     python3 -m tools.bench --configs nature:8:batched --gpu-ids -1 --seconds 20 --warmup 10 --emulator-seconds 5 \
       --json "$OUT/bench_cpu.json" 2>&1 | tee "$OUT/bench_cpu.log" | tail -4;;
-  lease)
+  all)
     need_cuda; local_wheels
-    # its files are more than a lease brings back one by one: they leave as one archive, whatever stops the checks
-    final=$OUT; OUT=/tmp/gpu_checks_lease; mkdir -p "$OUT"
-    trap 'tar czf "$final/gpu_checks_lease.tgz" -C "$OUT" .' EXIT
-    deadline=$(( $(date +%s) + ${1:?"gpu_checks: lease needs its length in seconds"} ))
+    # many files: they leave as one archive in $OUT, whatever stops the checks
+    final=$OUT; OUT=/tmp/gpu_checks_all; mkdir -p "$OUT"
+    trap 'tar czf "$final/gpu_checks_all.tgz" -C "$OUT" .' EXIT
+    deadline=$(( $(date +%s) + ${1:?"gpu_checks: all needs its length in seconds"} ))
     timeout 200 python3 -m pytest -q tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -3
     timeout 150 python3 main.py --env CartPole-v1 --gpu-ids 0 --workers 4 --stop-score 475 --max-seconds 100 \
       --no-tensorboard-logger --run-dir /tmp/cartpole_gpu --save-model-dir /tmp/cartpole_gpu/models \
@@ -118,6 +118,6 @@ case $check in
       "$@" --run-dir "$run" --save-model-dir "$run/models" --log-dir "$run/logs" > "$OUT/${game}_s$seed.log" 2>&1
     tail -6 "$OUT/${game}_s$seed.log";;
   *)
-    echo "gpu_checks: usage: bash docs/gpu_checks.sh wheels|smoke|bench|lease SECONDS|pong SEED [FLAGS...]|atari GAME SEED SECONDS [FLAGS...]" >&2
+    echo "gpu_checks: usage: bash docs/gpu_checks.sh wheels|smoke|bench|all SECONDS|pong SEED [FLAGS...]|atari GAME SEED SECONDS [FLAGS...]" >&2
     exit 2;;
 esac
