@@ -415,6 +415,13 @@ def machine() -> str:
             f"{gpus}; Python {platform.python_version()}, torch {torch.__version__}")
 
 
+def recorded(old: dict) -> dict:
+    """What a sweep.json holds beyond what the report computes (its command, machine, code, a note or another key
+    written by hand), with its runs by name."""
+    meta = {key: value for key, value in old.items() if key not in ("runs", "score", "budgets", "median", "worst")}
+    return meta | {"runs": {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}}
+
+
 def save_meta(out: str, meta: dict) -> None:
     """OUT/sweep.json with what the sweep knows so far (the report rewrites it, measured, after each run)."""
     with open(os.path.join(out, "sweep.json"), "w") as f:
@@ -469,15 +476,13 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
     def flags(seed, run_dir):
         return [*args.main_flags, "--seed", seed, "--run-dir", run_dir, *own]
 
-    first = sweep_argv(args.resume) if args.resume else argv
-    meta = {"sweep_command": shlex.join(["python", "-m", "tools.sweep", *first]), "main_flags": args.main_flags,
+    meta = {"sweep_command": shlex.join(["python", "-m", "tools.sweep", *argv]), "main_flags": args.main_flags,
             "run_command": shlex.join(["python", "main.py", *flags("SEED", os.path.join(args.out, "runI"))])
             + f"  (run I = 1..{args.runs}, SEED = {args.seed0} + I - 1)", "machine": machine(), "commit": commit(),
             "runs": {}}
-    if args.resume:  # what the sweep recorded (its machine, its code, a note) stays; this resume is added to it
+    if args.resume:  # what the sweep recorded (its command, machine, code, a note) stays; this resume is added to it
         old = load_json(os.path.join(args.out, "sweep.json"))
-        meta |= {key: value for key, value in old.items() if key not in ("runs", "score", "budgets", "median", "worst")}
-        meta["runs"] = {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}
+        meta |= recorded(old)
         if args.score is None and isinstance(old.get("score"), (int, float)):
             args.score = old["score"]  # a score a later --report asked for
         again = shlex.join(["python", "-m", "tools.sweep", *argv])
@@ -593,10 +598,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report is None:
         return sweep(p, args, argv)
     old = load_json(os.path.join(args.report, "sweep.json"))  # what only the sweep itself saw
-    # every key but what the report computes: a note or another key written by hand stays
-    meta = {key: value for key, value in old.items() if key not in ("runs", "score", "budgets", "median", "worst")}
+    meta = recorded(old)
     meta |= {key: meta.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine", "commit", "note")}
-    meta["runs"] = {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}
     score = args.score if args.score is not None else old.get("score")
     print(report(args.report, meta, score, args.budgets or old.get("budgets")), flush=True)
     return EXIT_OK
