@@ -370,13 +370,21 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
             args.frame_norm = FORMER_FRAME_NORM  # a run from before --frame-norm
         if args.optimizer != saved.get("optimizer", args.optimizer) and "eps" not in explicit:
             args.eps = AUTO  # the saved eps was the other optimizer's
-        if "max_frames" in explicit and "lr_decay" not in explicit and "--lr-decay " in (saved.get("defaults") or ""):
+        if "max_frames" in explicit and "lr_decay" not in explicit and "--lr-decay" in auto_picked(saved):
             args.lr_decay = AUTO  # the saved span was auto's, for the old budget: auto picks one for the new
         check_imports_given(saved, explicit, args.resume)
         if "env_config" not in explicit and is_gone_default_crop_file(args.env_config):
             args.env_config = ATARI_CONFIG  # the same crops, where this checkout keeps them
     check_algo_flags(args.algo, explicit)
     return args, resumed, explicit
+
+
+def auto_picked(saved: dict) -> list[str]:
+    """The flags ``auto`` picked for a saved run, over its first start and every resume since (``auto_flags``); of a
+    run saved before that list was kept, its description of the defaults tells whether its --lr-decay was auto's."""
+    if "auto_flags" in saved:
+        return list(saved["auto_flags"])
+    return ["--lr-decay"] if "--lr-decay " in (saved.get("defaults") or "") else []
 
 
 def check_imports_given(saved: dict, explicit: dict, source: str) -> None:
@@ -616,7 +624,13 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     description, picked = resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16())
     picked_now = describe(description, picked) + worker_cap_note(picked)
     # a resumed run keeps the defaults its first start picked (its saved flags leave nothing auto to pick now)
-    args.defaults = picked_now or ((resumed.get("args") or {}).get("defaults", "") if resumed else "")
+    saved = (resumed.get("args") or {}) if resumed else {}
+    args.defaults = picked_now or saved.get("defaults", "")
+    # which values are auto's, not the user's: a later resume with a new budget picks auto's --lr-decay span again,
+    # however many resumes ago auto picked it (a flag given since is the user's)
+    given_flags = {"--" + name.replace("_", "-") for name in given}
+    args.auto_flags = sorted({flag for flag in auto_picked(saved) if flag not in given_flags} |
+                             {flag for flag, _ in picked})
     check_args(args)
     check_flags_read(args, given)
     check_impala_optimizer(args, given)

@@ -256,15 +256,53 @@ def test_a_resumed_runs_default_span_follows_a_new_budget(cartpole_run, tmp_path
     others = args.defaults.removesuffix(" --lr-decay 4500000 5000000")
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
     data["args"].update(lr_decay=[2700, 3000], max_frames=3000, defaults=f"{others} --lr-decay 2700 3000")
-    torch.save(data, tmp_path / "auto.pt")
-    resume = ["--resume", str(tmp_path / "auto.pt")]
-    assert config.parse_args(resume)[0].lr_decay == [2700, 3000]
-    assert config.parse_args([*resume, "--max-frames", "9000"])[0].lr_decay == "auto"
-    assert config.parse_args([*resume, "--max-frames", "9000", "--lr-decay", "6000", "9000"])[0].lr_decay == [6000,
-                                                                                                              9000]
-    data["args"]["defaults"] = others  # the same span, given by the user
+    auto_flags = data["args"].pop("auto_flags")  # saved before auto_flags: the description tells
+    for flags in (None, [*auto_flags, "--lr-decay"]):
+        if flags is not None:
+            data["args"]["auto_flags"] = flags
+        torch.save(data, tmp_path / "auto.pt")
+        resume = ["--resume", str(tmp_path / "auto.pt")]
+        assert config.parse_args(resume)[0].lr_decay == [2700, 3000]
+        assert config.parse_args([*resume, "--max-frames", "9000"])[0].lr_decay == "auto"
+        assert config.parse_args([*resume, "--max-frames", "9000", "--lr-decay", "6000", "9000"])[0].lr_decay == [
+            6000, 9000]
+    data["args"]["auto_flags"] = auto_flags  # the same span, given by the user
     torch.save(data, tmp_path / "given.pt")
     assert config.parse_args(["--resume", str(tmp_path / "given.pt"), "--max-frames", "9000"])[0].lr_decay == [2700,
+                                                                                                                3000]
+    del data["args"]["auto_flags"]
+    data["args"]["defaults"] = others
+    torch.save(data, tmp_path / "given.pt")
+    assert config.parse_args(["--resume", str(tmp_path / "given.pt"), "--max-frames", "9000"])[0].lr_decay == [2700,
+                                                                                                                3000]
+
+
+def test_auto_picks_are_remembered_across_resumes(cartpole_run, tmp_path):
+    """args.json's auto_flags lists the flags auto picked over a run's first start and every resume since: a resume
+    that picks one again (another --optimizer: --eps) keeps the others, so a later resume with a new budget still has
+    auto pick the --lr-decay span afresh; a span the user gives at a resume is theirs from then on."""
+    from runtime import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    first = list(data["args"]["auto_flags"])
+    assert "--eps" in first and "--hidden-size" not in first and "--lr-decay" not in first  # given; CartPole: none
+    data["args"].update(lr_decay=[2700, 3000], max_frames=3000, auto_flags=sorted([*first, "--lr-decay"]))
+    torch.save(data, tmp_path / "auto.pt")
+    other = "RMSprop" if data["args"]["optimizer"] == "Adam" else "Adam"
+    args = config.validate(["--resume", str(tmp_path / "auto.pt"), "--optimizer", other, "--run-dir",
+                            str(tmp_path / "r1")])[0]
+    assert args.defaults.endswith(f"--eps {args.eps:g}") and "--lr-decay" not in args.defaults  # picked now
+    assert "--eps" in args.auto_flags and "--lr-decay" in args.auto_flags and "--optimizer" not in args.auto_flags
+    data["args"].update(optimizer=other, eps=args.eps, defaults=args.defaults, auto_flags=args.auto_flags)
+    torch.save(data, tmp_path / "again.pt")
+    assert config.parse_args(["--resume", str(tmp_path / "again.pt"), "--max-frames", "9000"])[0].lr_decay == "auto"
+
+    args = config.validate(["--resume", str(tmp_path / "auto.pt"), "--lr-decay", "2800", "3000", "--run-dir",
+                            str(tmp_path / "r2")])[0]
+    assert "--lr-decay" not in args.auto_flags and "--eps" in args.auto_flags
+    data["args"].update(lr_decay=[2800, 3000], auto_flags=args.auto_flags)
+    torch.save(data, tmp_path / "given.pt")
+    assert config.parse_args(["--resume", str(tmp_path / "given.pt"), "--max-frames", "9000"])[0].lr_decay == [2800,
                                                                                                                 3000]
 
 
