@@ -163,9 +163,9 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
     later = branches(args.model_path) if args.model_path is not None and os.path.isdir(args.model_path) else []
     if later:  # named as the user named the run (a relative path stays relative)
         run = args.model_path.rstrip(os.sep)
-        newest = os.path.join(os.path.dirname(run), os.path.basename(later[-1]))
-        at = os.path.basename(later[-1])[len(os.path.basename(run)) + len("-from-"):].split("-")[0]
-        notes.append(f"main.py --resume wrote a branch of {run} from its state at {int(at):,} frames, {newest}"
+        at, folder = later[-1]
+        newest = os.path.join(os.path.dirname(run), os.path.basename(folder))
+        notes.append(f"main.py --resume wrote a branch of {run} from its state at {at:,} frames, {newest}"
                      f"{f' (and {len(later) - 1} more)' if len(later) > 1 else ''}: this plays the weights of {run} "
                      f"itself; give --model-path {newest} for the branch's")
     meta = data["model_meta"]

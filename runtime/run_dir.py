@@ -49,9 +49,10 @@ def unused_folder(stem: str) -> str:
     return folder
 
 
-def branches(run: str) -> list[str]:
+def branches(run: str) -> list[tuple[int, str]]:
     """The folders that ``main.py --resume`` made beside ``run`` (``<run>-from-<frames>``, or ``-from-<frames>-<n>``
-    for a second branch from the same state) that hold a run, the one resumed from the most frames last."""
+    for a second branch from the same state) that hold a run, as (frames resumed from, folder), the one resumed from
+    the most frames last."""
     parent, name = os.path.split(os.path.abspath(run))
     found = []
     for entry in os.listdir(parent or os.sep):
@@ -60,7 +61,7 @@ def branches(run: str) -> list[str]:
         folder = os.path.join(parent, entry)
         if frames.isdigit() and (copy == "" or copy.isdigit()) and holds_run(folder):
             found.append((int(frames), int(copy or 1), folder))
-    return [folder for *_, folder in sorted(found)]
+    return [(frames, folder) for frames, _, folder in sorted(found)]
 
 
 def csv_column(path: str, field: str) -> list[float]:

@@ -182,7 +182,7 @@ def newest_part(part: str) -> str:
     next resume starts another branch from the same state."""
     if load_json(os.path.join(part, "summary.json")).get("stop_reason") in (*FINISHED, "error"):
         return part
-    later = [b for b in branches(part) if os.path.isfile(os.path.join(b, "checkpoint.pt"))]
+    later = [b for _, b in branches(part) if os.path.isfile(os.path.join(b, "checkpoint.pt"))]
     return newest_part(later[-1]) if later else part
 
 

@@ -178,9 +178,9 @@ def test_branches_are_the_resumes_beside_a_run_oldest_state_first(tmp_path):
         (tmp_path / name).mkdir()
         if name != "run1-from-200":  # an empty folder holds no run
             (tmp_path / name / "args.json").write_text("{}")
-    assert branches(str(run)) == [str(tmp_path / name) for name in ("run1-from-100", "run1-from-100-2",
-                                                                      "run1-from-300")]
-    assert branches(str(tmp_path / "run1-from-300") + os.sep) == [str(tmp_path / "run1-from-300-from-400")]
+    assert branches(str(run)) == [(frames, str(tmp_path / name)) for frames, name in (
+        (100, "run1-from-100"), (100, "run1-from-100-2"), (300, "run1-from-300"))]
+    assert branches(str(tmp_path / "run1-from-300") + os.sep) == [(400, str(tmp_path / "run1-from-300-from-400"))]
 
 
 def test_a_branch_starts_with_its_parents_rows_up_to_the_resumed_state(tmp_path):
