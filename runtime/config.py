@@ -372,6 +372,10 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
             args.eps = AUTO  # the saved eps was the other optimizer's
         if "max_frames" in explicit and "lr_decay" not in explicit and "--lr-decay" in auto_picked(saved):
             args.lr_decay = AUTO  # the saved span was auto's, for the old budget: auto picks one for the new
+        if algo != saved_algo:  # what auto picked was for the other algorithm: picked afresh for this one
+            for name in (flag[2:].replace("-", "_") for flag in auto_picked(saved)):
+                if name not in explicit and hasattr(args, name):
+                    setattr(args, name, AUTO)
         check_imports_given(saved, explicit, args.resume)
         if "env_config" not in explicit and is_gone_default_crop_file(args.env_config):
             args.env_config = ATARI_CONFIG  # the same crops, where this checkout keeps them
@@ -628,9 +632,9 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     args.defaults = picked_now or saved.get("defaults", "")
     # which values are auto's, not the user's: a later resume with a new budget picks auto's --lr-decay span again,
     # however many resumes ago auto picked it (a flag given since is the user's)
-    given_flags = {"--" + name.replace("_", "-") for name in given}
-    args.auto_flags = sorted({flag for flag in auto_picked(saved) if flag not in given_flags} |
-                             {flag for flag, _ in picked})
+    earlier = [flag for flag in auto_picked(saved) if flag not in map(option, given)
+               and getattr(args, flag[2:].replace("-", "_"), None) is not None]  # None: the other algorithm's
+    args.auto_flags = sorted({*earlier, *(flag for flag, _ in picked)})
     check_args(args)
     check_flags_read(args, given)
     check_impala_optimizer(args, given)

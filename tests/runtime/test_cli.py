@@ -256,8 +256,9 @@ def test_a_resumed_runs_default_span_follows_a_new_budget(cartpole_run, tmp_path
     others = args.defaults.removesuffix(" --lr-decay 4500000 5000000")
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
     data["args"].update(lr_decay=[2700, 3000], max_frames=3000, defaults=f"{others} --lr-decay 2700 3000")
-    auto_flags = data["args"].pop("auto_flags")  # saved before auto_flags: the description tells
-    for flags in (None, [*auto_flags, "--lr-decay"]):
+    auto_flags = data["args"].pop("auto_flags")  # first saved as before auto_flags: the description tells
+    for flags, described in ((None, data["args"]["defaults"]), ([*auto_flags, "--lr-decay"], others)):
+        data["args"]["defaults"] = described
         if flags is not None:
             data["args"]["auto_flags"] = flags
         torch.save(data, tmp_path / "auto.pt")
@@ -266,7 +267,7 @@ def test_a_resumed_runs_default_span_follows_a_new_budget(cartpole_run, tmp_path
         assert config.parse_args([*resume, "--max-frames", "9000"])[0].lr_decay == "auto"
         assert config.parse_args([*resume, "--max-frames", "9000", "--lr-decay", "6000", "9000"])[0].lr_decay == [
             6000, 9000]
-    data["args"]["auto_flags"] = auto_flags  # the same span, given by the user
+    data["args"].update(auto_flags=auto_flags, defaults=f"{others} --lr-decay 2700 3000")  # the user's span
     torch.save(data, tmp_path / "given.pt")
     assert config.parse_args(["--resume", str(tmp_path / "given.pt"), "--max-frames", "9000"])[0].lr_decay == [2700,
                                                                                                                 3000]
@@ -285,14 +286,14 @@ def test_auto_picks_are_remembered_across_resumes(cartpole_run, tmp_path):
 
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
     first = list(data["args"]["auto_flags"])
-    assert "--eps" in first and "--hidden-size" not in first and "--lr-decay" not in first  # given; CartPole: none
+    assert "--eps" in first and "--model" in first and "--hidden-size" not in first  # given
     data["args"].update(lr_decay=[2700, 3000], max_frames=3000, auto_flags=sorted([*first, "--lr-decay"]))
     torch.save(data, tmp_path / "auto.pt")
     other = "RMSprop" if data["args"]["optimizer"] == "Adam" else "Adam"
     args = config.validate(["--resume", str(tmp_path / "auto.pt"), "--optimizer", other, "--run-dir",
                             str(tmp_path / "r1")])[0]
     assert args.defaults.endswith(f"--eps {args.eps:g}") and "--lr-decay" not in args.defaults  # picked now
-    assert "--eps" in args.auto_flags and "--lr-decay" in args.auto_flags and "--optimizer" not in args.auto_flags
+    assert "--eps" in args.auto_flags and "--lr-decay" in args.auto_flags
     data["args"].update(optimizer=other, eps=args.eps, defaults=args.defaults, auto_flags=args.auto_flags)
     torch.save(data, tmp_path / "again.pt")
     assert config.parse_args(["--resume", str(tmp_path / "again.pt"), "--max-frames", "9000"])[0].lr_decay == "auto"
@@ -304,6 +305,26 @@ def test_auto_picks_are_remembered_across_resumes(cartpole_run, tmp_path):
     torch.save(data, tmp_path / "given.pt")
     assert config.parse_args(["--resume", str(tmp_path / "given.pt"), "--max-frames", "9000"])[0].lr_decay == [2800,
                                                                                                                 3000]
+
+
+def test_a_resume_with_another_algo_picks_the_auto_flags_afresh(cartpole_run, tmp_path):
+    """What auto picked for an A3G run (its worker count, its --lr-decay span) was A3G's: resumed with --algo impala
+    auto picks them again for IMPALA, and a flag given now, or one the user gave at the first start, stays."""
+    from runtime import config
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"].update(lr_decay=[2700, 3000], max_frames=3000,
+                        auto_flags=sorted([*data["args"]["auto_flags"], "--lr-decay", "--workers"]))
+    torch.save(data, tmp_path / "a3g.pt")
+    resume = ["--resume", str(tmp_path / "a3g.pt")]
+    args = config.parse_args([*resume, "--algo", "impala"])[0]
+    assert (args.workers, args.lr_decay, args.hidden_size) == ("auto", "auto", 32)
+    args = config.parse_args([*resume, "--algo", "impala", "--workers", "3"])[0]
+    assert (args.workers, args.lr_decay) == (3, "auto")
+    args = config.parse_args(resume)[0]  # the same algorithm: its values
+    assert (args.workers, args.lr_decay) == (1, [2700, 3000])
+    args = config.validate([*resume, "--algo", "impala", "--run-dir", str(tmp_path / "r")])[0]
+    assert args.lr_decay is None and "--train-forward" not in args.auto_flags and "--lr-decay" not in args.auto_flags
 
 
 def test_a_run_saved_before_the_crops_moved_resumes_with_them(cartpole_run, tmp_path):
