@@ -373,7 +373,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
         if "max_frames" in explicit and "lr_decay" not in explicit and "--lr-decay" in auto_picked(saved):
             args.lr_decay = AUTO  # the saved span was auto's, for the old budget: auto picks one for the new
         if algo != saved_algo:  # what auto picked was for the other algorithm: picked afresh for this one
-            for name in (flag[2:].replace("-", "_") for flag in auto_picked(saved)):
+            for name in map(dest, auto_picked(saved)):
                 if name not in explicit and hasattr(args, name):
                     setattr(args, name, AUTO)
         check_imports_given(saved, explicit, args.resume)
@@ -460,6 +460,11 @@ def check_impala_optimizer(args: argparse.Namespace, given: Collection[str]) -> 
 def option(name: str) -> str:
     """A flag's name as typed: ``batch_size`` -> ``--batch-size``."""
     return "--" + name.replace("_", "-")
+
+
+def dest(flag: str) -> str:
+    """``option``'s inverse, the attribute a flag sets: ``--batch-size`` -> ``batch_size``."""
+    return flag[2:].replace("-", "_")
 
 
 def requirement(setting: str, wanted: object, value: object) -> str:
@@ -632,8 +637,8 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     args.defaults = picked_now or saved.get("defaults", "")
     # which values are auto's, not the user's: a later resume with a new budget picks auto's --lr-decay span again,
     # however many resumes ago auto picked it (a flag given since is the user's)
-    earlier = [flag for flag in auto_picked(saved) if flag not in map(option, given)
-               and getattr(args, flag[2:].replace("-", "_"), None) is not None]  # None: the other algorithm's
+    earlier = [flag for flag in auto_picked(saved) if dest(flag) not in given
+               and getattr(args, dest(flag), None) is not None]  # None: the other algorithm's
     args.auto_flags = sorted({*earlier, *(flag for flag, _ in picked)})
     check_args(args)
     check_flags_read(args, given)
