@@ -178,8 +178,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--lr-decay", nargs="+", action=FrameSpan, default=AUTO, metavar="START END|none|auto",
         help="the learning rate falls linearly from --lr at START frames to 0 at END frames (SB3's lin_ schedules "
              "are --lr-decay 0 N with --max-frames N); END before --max-frames is refused, as the frames after it "
-             "would train nothing (none: a constant learning rate); auto: over the last tenth of --max-frames for "
-             "A3G on Atari, else none")
+             "would train nothing (none: a constant learning rate); auto: for A3G on Atari from 10M frames to "
+             "--max-frames, over at least its last tenth and at most its last half, else none")
     add("--normalize-advantages", action="store_true",
         help="scale each update's advantages to mean 0 and standard deviation 1 over its whole batch before the "
              "policy gradient (SB3's normalize_advantage, CleanRL's --norm-adv)")

@@ -239,7 +239,8 @@ def test_a_resumed_runs_lr_decay_is_judged_against_the_budget_given_now(cartpole
 
 
 def test_a_resumed_runs_default_span_follows_a_new_budget(cartpole_run, tmp_path):
-    """On the command line --lr-decay is auto: for A3G on Atari the last tenth of --max-frames, shown at start-up.
+    """On the command line --lr-decay is auto: for A3G on Atari a span ending at --max-frames (its last tenth for a
+    budget of 5M frames), shown at start-up.
     A run whose span auto picked, resumed with another --max-frames, has auto pick one for the new budget; resumed
     without one it keeps its span, a span given now wins, and a span the user gave is kept (and judged against the
     budget: the test above)."""

@@ -130,14 +130,18 @@ def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
 
 
 @pytest.mark.parametrize("family, algo, max_frames, span", [
-    ("atari", "a3g", 20_000_000, [18_000_000, 20_000_000]),
+    ("atari", "a3g", 20_000_000, [10_000_000, 20_000_000]),  # from 10M frames: the last half
+    ("atari", "a3g", 15_000_000, [10_000_000, 15_000_000]),
+    ("atari", "a3g", 10_000_000, [9_000_000, 10_000_000]),  # at least the last tenth
+    ("atari", "a3g", 40_000_000, [20_000_000, 40_000_000]),  # at most the last half
     ("atari", "a3g", 5, [4, 5]),
-    ("atari", "a3g", None, None),  # no budget to take a tenth of: a constant rate
+    ("atari", "a3g", None, None),  # no budget to fall by the end of: a constant rate
     ("atari", "impala", 20_000_000, None),
     ("classic", "a3g", 20_000_000, None),
     ("retro", "a3g", 20_000_000, None),
 ])
-def test_the_learning_rate_falls_over_the_last_tenth_of_an_a3g_atari_budget(family, algo, max_frames, span):
+def test_the_learning_rate_falls_from_10m_frames_within_an_a3g_atari_budgets_last_tenth_to_half(family, algo,
+                                                                                               max_frames, span):
     args = auto_args(algo=algo, max_frames=max_frames)
     description, picked = resolve_defaults(args, family, on_gpu=False, native_bf16=False)
     assert args.lr_decay == span

@@ -108,4 +108,4 @@ def test_the_readme_defaults_table_is_what_resolve_defaults_picks(row):
             assert args.hidden_size == int(hidden)
         expected_bf16 = native_bf16 if bf16 == "on where the CPU has native bf16" else {"off": False, "on": True}[bf16]
         assert args.bf16 is expected_bf16
-        assert args.lr_decay == {"none": None, "the last tenth of `--max-frames` (A3G)": [900, 1000]}[lr_decay]
+        assert args.lr_decay == {"none": None, "from 10M frames, within the last tenth to half of `--max-frames` (A3G)": [900, 1000]}[lr_decay]
