@@ -630,6 +630,7 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     import_packages(args.gym_packages)
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
+    lr_decay_auto = args.lr_decay == AUTO  # auto's even where it settles on a constant rate (no budget to fall by)
     description, picked = resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16())
     picked_now = describe(description, picked) + worker_cap_note(picked)
     # a resumed run keeps the defaults its first start picked (its saved flags leave nothing auto to pick now)
@@ -638,8 +639,8 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     # which values are auto's, not the user's: a later resume with a new budget picks auto's --lr-decay span again,
     # however many resumes ago auto picked it (a flag given since is the user's)
     earlier = [flag for flag in auto_picked(saved) if dest(flag) not in given
-               and getattr(args, dest(flag), None) is not None]  # None: the other algorithm's
-    args.auto_flags = sorted({*earlier, *(flag for flag, _ in picked)})
+               and (flag == "--lr-decay" or getattr(args, dest(flag), None) is not None)]  # None: the other algorithm's
+    args.auto_flags = sorted({*earlier, *(flag for flag, _ in picked), *(["--lr-decay"] if lr_decay_auto else [])})
     check_args(args)
     check_flags_read(args, given)
     check_impala_optimizer(args, given)

@@ -226,7 +226,8 @@ def test_a_resumed_runs_lr_decay_is_judged_against_the_budget_given_now(cartpole
     from runtime import config
 
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
-    data["args"].update(lr_decay=[2000, 3000], entropy_decay=[0, 3000], max_frames=3000)
+    data["args"].update(lr_decay=[2000, 3000], entropy_decay=[0, 3000], max_frames=3000,
+                        auto_flags=[flag for flag in data["args"]["auto_flags"] if flag != "--lr-decay"])  # the user's
     torch.save(data, tmp_path / "decayed.pt")
     resume = ["--resume", str(tmp_path / "decayed.pt"), "--run-dir", str(tmp_path / "r")]
     assert config.validate(resume)[0].lr_decay == [2000, 3000]
@@ -257,7 +258,8 @@ def test_a_resumed_runs_default_span_follows_a_new_budget(cartpole_run, tmp_path
     others = args.defaults.removesuffix(" --lr-decay 4500000 5000000")
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
     data["args"].update(lr_decay=[2700, 3000], max_frames=3000, defaults=f"{others} --lr-decay 2700 3000")
-    auto_flags = data["args"].pop("auto_flags")  # first saved as before auto_flags: the description tells
+    # first saved as before auto_flags: the description tells (CartPole's constant rate was auto's too: not here)
+    auto_flags = [flag for flag in data["args"].pop("auto_flags") if flag != "--lr-decay"]
     for flags, described in ((None, data["args"]["defaults"]), ([*auto_flags, "--lr-decay"], others)):
         data["args"]["defaults"] = described
         if flags is not None:
@@ -278,6 +280,26 @@ def test_a_resumed_runs_default_span_follows_a_new_budget(cartpole_run, tmp_path
     assert config.parse_args(["--resume", str(tmp_path / "given.pt"), "--max-frames", "9000"])[0].lr_decay == [2700,
                                                                                                                 3000]
 
+
+def test_a_constant_rate_that_auto_settled_on_falls_once_a_resume_gives_a_budget(cartpole_run, tmp_path):
+    """An A3G Atari run started without --max-frames keeps a constant rate, auto's pick: a resume given a budget has
+    auto pick the span a fresh run of that budget would have, and one given none (or given the rate) keeps it."""
+    from runtime import config
+
+    args = config.validate(["--env", "PongNoFrameskip-v4", "--run-dir", str(tmp_path / "p")])[0]
+    assert args.lr_decay is None and "--lr-decay" in args.auto_flags
+    assert "--lr-decay" not in config.validate(["--env", "PongNoFrameskip-v4", "--run-dir", str(tmp_path / "q"),
+                                                "--lr-decay", "none"])[0].auto_flags
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    data["args"].update(env="PongNoFrameskip-v4", lr_decay=None, max_frames=None, auto_flags=args.auto_flags)
+    torch.save(data, tmp_path / "constant.pt")
+    resume = ["--resume", str(tmp_path / "constant.pt")]
+    assert config.parse_args(resume)[0].lr_decay is None
+    assert config.parse_args([*resume, "--max-frames", "20000000"])[0].lr_decay == "auto"
+    assert config.parse_args([*resume, "--max-frames", "20000000", "--lr-decay", "none"])[0].lr_decay is None
+    data["args"]["auto_flags"] = [flag for flag in args.auto_flags if flag != "--lr-decay"]  # the user's "none"
+    torch.save(data, tmp_path / "given.pt")
+    assert config.parse_args(["--resume", str(tmp_path / "given.pt"), "--max-frames", "20000000"])[0].lr_decay is None
 
 def test_auto_picks_are_remembered_across_resumes(cartpole_run, tmp_path):
     """args.json's auto_flags lists the flags auto picked over a run's first start and every resume since: a resume
@@ -325,7 +347,8 @@ def test_a_resume_with_another_algo_picks_the_auto_flags_afresh(cartpole_run, tm
     args = config.parse_args(resume)[0]  # the same algorithm: its values
     assert (args.workers, args.lr_decay) == (1, [2700, 3000])
     args = config.validate([*resume, "--algo", "impala", "--run-dir", str(tmp_path / "r")])[0]
-    assert args.lr_decay is None and "--train-forward" not in args.auto_flags and "--lr-decay" not in args.auto_flags
+    assert args.lr_decay is None and "--train-forward" not in args.auto_flags
+    assert "--lr-decay" in args.auto_flags  # IMPALA's constant rate is auto's pick too
 
 
 def test_a_run_saved_before_the_crops_moved_resumes_with_them(cartpole_run, tmp_path):
