@@ -310,7 +310,7 @@ Human-normalised: `(score - random) / (human - random)` with the random and huma
 RL Zoo's A2C and PPO (stable-baselines3's rl-baselines3-zoo, `benchmark.md`) trained 10M agent steps, i.e. **40M
 frames**, twice our budget, and evaluate the stochastic policy. Why a game falls short (entropy, value loss, game
 lengths): BENCHMARKS.md's section of that game ("Breakout on the defaults with a constant rate", "The learning rate
-falling to 0 over the last 2M frames", "Asteroids to 20M frames", "MsPacman to 20M frames", "Seaquest to 20M
+falling to 0 over the last 2M frames", "How long the fall", "Asteroids to 20M frames", "MsPacman to 20M frames", "Seaquest to 20M
 frames": its sub never surfaces for air, so every life ends when the first tank is empty).
 
 """

@@ -285,6 +285,7 @@ def test_a_constant_rate_that_auto_settled_on_falls_once_a_resume_gives_a_budget
     """An A3G Atari run started without --max-frames keeps a constant rate, auto's pick: a resume given a budget has
     auto pick the span a fresh run of that budget would have, and one given none (or given the rate) keeps it."""
     from runtime import config
+    from runtime.defaults import resolve_defaults
 
     args = config.validate(["--env", "PongNoFrameskip-v4", "--run-dir", str(tmp_path / "p")])[0]
     assert args.lr_decay is None and "--lr-decay" in args.auto_flags
@@ -295,11 +296,18 @@ def test_a_constant_rate_that_auto_settled_on_falls_once_a_resume_gives_a_budget
     torch.save(data, tmp_path / "constant.pt")
     resume = ["--resume", str(tmp_path / "constant.pt")]
     assert config.parse_args(resume)[0].lr_decay is None
-    assert config.parse_args([*resume, "--max-frames", "20000000"])[0].lr_decay == "auto"
+    args = config.parse_args([*resume, "--max-frames", "20000000"])[0]
+    assert args.lr_decay == "auto"
+    resolve_defaults(args, "atari", on_gpu=False, native_bf16=False)
+    assert args.lr_decay == [10_000_000, 20_000_000]
     assert config.parse_args([*resume, "--max-frames", "20000000", "--lr-decay", "none"])[0].lr_decay is None
-    data["args"]["auto_flags"] = [flag for flag in args.auto_flags if flag != "--lr-decay"]  # the user's "none"
+    # a resume that picks nothing keeps the record (the saved constant rate is not auto now, but was auto's)
+    resumed = config.validate(["--resume", str(cartpole_run / "run"), "--run-dir", str(tmp_path / "r")])[0]
+    assert resumed.lr_decay is None and "--lr-decay" in resumed.auto_flags
+    data["args"]["auto_flags"] = [flag for flag in data["args"]["auto_flags"] if flag != "--lr-decay"]  # the user's
     torch.save(data, tmp_path / "given.pt")
     assert config.parse_args(["--resume", str(tmp_path / "given.pt"), "--max-frames", "20000000"])[0].lr_decay is None
+
 
 def test_auto_picks_are_remembered_across_resumes(cartpole_run, tmp_path):
     """args.json's auto_flags lists the flags auto picked over a run's first start and every resume since: a resume
@@ -310,7 +318,7 @@ def test_auto_picks_are_remembered_across_resumes(cartpole_run, tmp_path):
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
     first = list(data["args"]["auto_flags"])
     assert "--eps" in first and "--model" in first and "--hidden-size" not in first  # given
-    data["args"].update(lr_decay=[2700, 3000], max_frames=3000, auto_flags=sorted([*first, "--lr-decay"]))
+    data["args"].update(lr_decay=[2700, 3000], max_frames=3000, auto_flags=sorted({*first, "--lr-decay"}))
     torch.save(data, tmp_path / "auto.pt")
     other = "RMSprop" if data["args"]["optimizer"] == "Adam" else "Adam"
     args = config.validate(["--resume", str(tmp_path / "auto.pt"), "--optimizer", other, "--run-dir",
@@ -337,7 +345,7 @@ def test_a_resume_with_another_algo_picks_the_auto_flags_afresh(cartpole_run, tm
 
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
     data["args"].update(lr_decay=[2700, 3000], max_frames=3000,
-                        auto_flags=sorted([*data["args"]["auto_flags"], "--lr-decay", "--workers"]))
+                        auto_flags=sorted({*data["args"]["auto_flags"], "--lr-decay", "--workers"}))
     torch.save(data, tmp_path / "a3g.pt")
     resume = ["--resume", str(tmp_path / "a3g.pt")]
     args = config.parse_args([*resume, "--algo", "impala"])[0]
