@@ -33,9 +33,9 @@ starting at 10M frames but covering at least the budget's last tenth and at most
 20000000``: from 10M frames; 10M: from 9M; 40M: from 20M); with no ``--max-frames`` the rate is constant. On
 Breakout runs branched at their last checkpoint before the fall ended higher with it than without it: at 20M frames
 the last tenth (from 18M) lifted both runs of the defaults (169.8 -> 233.1, 247.3 -> 289.5) and, with ``--num-steps
-5``, the median of three (134.6 -> 267.9); the last half (from 10M) did better still (two seeds: 305.5 and 290.1
-against the tenth's 233.1 and 234.4). On a 10M-frame budget the order turned: the last tenth 46.2, fifth 40.6, half
-28.7, constant 26.9 (one seed), so the fall waits for the 10M frames it took to learn the game before it starts,
+5``, the median of three (134.6 -> 267.9); the last half (from 10M) did better still (three seeds: 305.5, 311.9 and
+290.1 against the tenth's 233.1, 289.5 and 234.4). On a 10M-frame budget the order turned: the last tenth 46.2,
+fifth 40.6, half 28.7, constant 26.9 (one seed), so the fall waits until 10M frames, where Breakout's climb begins,
 unless the budget is shorter. SpaceInvaders moved little either way (at 20M frames: constant 617.0, tenth 655.5,
 median of three; half 572.5 and 552.5). BENCHMARKS.md, "The learning rate falling to 0 over the last 2M frames" and
 "How long the fall". Spans between 10M and 20M frames, and past 20M, are the rule's, not measured.
