@@ -305,14 +305,14 @@ points, 0-30 no-op starts, games cut at `--max-episode-length` 10,000 agent step
 in the games that wait for it, as training's reset does; a return at N frames is the evaluator's running mean (over
 `--score-window`, 10 games) at its last game at or before N frames of training. Training games: the mean of the last
 100 games the workers finished at or before N frames (`games.csv`: the sampled policy, whole games across lost lives,
-raw points, the same no-op starts), the nearest to how RL Zoo evaluates (`--eval-stochastic` makes the evaluator
-play so too; these runs keep the greedy default). Where there are several runs a cell is "median / worst".
-Human-normalised: `(score - random) / (human - random)` with the random and human scores of Mnih et al. (2015).
-RL Zoo's A2C and PPO (stable-baselines3's rl-baselines3-zoo, `benchmark.md`) trained 10M agent steps, i.e. **40M
+raw points, the same no-op starts), the nearest to how RL Zoo evaluates (`--eval-stochastic` makes the evaluator play
+so too; these runs keep the greedy default). Where there are several runs a cell is "median / worst".
+Human-normalised: `(score - random) / (human - random)` with the random and human scores of Mnih et al. (2015). RL
+Zoo's A2C and PPO (stable-baselines3's rl-baselines3-zoo, `benchmark.md`) trained 10M agent steps, i.e. **40M
 frames**, twice our budget, and evaluate the stochastic policy. Why a game falls short (entropy, value loss, game
 lengths): BENCHMARKS.md's section of that game ("Breakout on the defaults with a constant rate", "The learning rate
-falling to 0 over the last 2M frames", "How long the fall", "Asteroids to 20M frames", "MsPacman to 20M frames", "Seaquest to 20M
-frames": its sub never surfaces for air, so every life ends when the first tank is empty).
+falling to 0 over the last 2M frames", "How long the fall", "Asteroids to 20M frames", "MsPacman to 20M frames",
+"Seaquest to 20M frames": its sub never surfaces for air, so every life ends when the first tank is empty).
 
 """
 
