@@ -215,12 +215,12 @@ def probe_table(folder: str, shown: str) -> str:
 
 VARIANTS = """## Beyond the defaults: a game with a flag added
 
-The same measurements for runs that add a flag to the defaults (rebuilt from `{folder}/`, each folder's `sweep.md`
-and `sweep.png` its curves): levers that BENCHMARKS.md probed on one game, taken to 20M frames, and the defaults'
-Breakout and SpaceInvaders runs from before the learning rate fell from 10M frames by default (their flags, as
-today's defaults would need them: `--lr-decay none` for a constant rate, `--lr-decay 18000000 20000000` for the fall
-over the last tenth). They are not the defaults' results and the table above does not count them; below the table,
-the seven-game medians with each such row in place of the defaults' row of its game.
+The same measurements for runs that add a flag to the defaults (rebuilt from `{folder}/`, each folder's
+`sweep.md` and `sweep.png` its curves): levers that BENCHMARKS.md probed on one game, taken to 20M frames, and the
+defaults' Breakout, MsPacman and SpaceInvaders runs from before the learning rate fell from 10M frames by default
+(their flags, as today's defaults would need them: `--lr-decay none` for a constant rate, `--lr-decay 18000000
+20000000` for the fall over the last tenth). They are not the defaults' results and the table above does not count
+them; below the table, the seven-game medians with each such row in place of the defaults' row of its game.
 
 """
 
@@ -291,13 +291,14 @@ killed most of the network's units in a probe as 16 did (BENCHMARKS.md, "Many wo
 Breakout").
 
 Today's defaults let the learning rate fall linearly to 0 from 10M frames to `--max-frames` (over its last half here;
-README, "The learning rate's fall"). The Breakout and SpaceInvaders rows are runs with that fall (Breakout's run 3 a
-run of the constant rate branched at its last checkpoint before 10M frames, the others with the span from the start);
-the other five games' runs kept a constant rate, which today's defaults change over their last 10M frames, so their
-10M-frame columns are today's and their 20M-frame columns may be low or high by what the fall moves (on Breakout it
-ended seeds 4, 5 and 6 72, 22 and 56 points above their runs with the fall over the last tenth; on SpaceInvaders it
-ended a little lower than the last tenth, the training games lower on every seed by 12-51). The Breakout and
-SpaceInvaders runs with the constant rate, and with the fall over the last tenth (the defaults before), are rows of
+README, "The learning rate's fall"). The Breakout, MsPacman and SpaceInvaders rows are runs with that fall (Breakout's
+run 3 a run of the constant rate branched at its last checkpoint before 10M frames, the others with the span from the
+start); the other four games' runs kept a constant rate, which today's defaults change over their last 10M frames, so
+their 10M-frame columns are today's and their 20M-frame columns may be low or high by what the fall moves (on Breakout
+it ended seeds 4, 5 and 6 72, 22 and 56 points above their runs with the fall over the last tenth; on SpaceInvaders it
+ended a little lower than the last tenth, the training games lower on every seed by 12-51; on MsPacman it led the same
+seed's constant rate from 12M to 18M frames and ended level). The Breakout, MsPacman and SpaceInvaders runs with the
+constant rate, and Breakout's and SpaceInvaders' with the fall over the last tenth (the defaults before), are rows of
 "Beyond the defaults" below.
 
 How the scores are taken: the evaluator's greedy policy (the argmax of the policy) plays whole games (all lives, raw
