@@ -297,9 +297,10 @@ start); the other four games' runs kept a constant rate, which today's defaults 
 their 10M-frame columns are today's and their 20M-frame columns may be low or high by what the fall moves (on Breakout
 it ended seeds 4, 5 and 6 72, 22 and 56 points above their runs with the fall over the last tenth; on SpaceInvaders it
 ended a little lower than the last tenth, the training games lower on every seed by 12-51; on MsPacman its training
-games led the same seed's constant rate's from 12M to 18M frames, ending level in the evaluator and 99 points lower in
-the training games). The Breakout, MsPacman and SpaceInvaders runs with the constant rate, and Breakout's and
-SpaceInvaders' with the fall over the last tenth (the defaults before), are rows of "Beyond the defaults" below.
+games led those of the same seed with a constant rate from 12M to 18M frames, ending level in the evaluator and 99
+points lower in the training games). The Breakout, MsPacman and SpaceInvaders runs with the constant rate, and
+Breakout's and SpaceInvaders' with the fall over the last tenth (the defaults before), are rows of "Beyond the
+defaults" below.
 
 How the scores are taken: the evaluator's greedy policy (the argmax of the policy) plays whole games (all lives, raw
 points, 0-30 no-op starts, games cut at `--max-episode-length` 10,000 agent steps), pressing FIRE after a lost life
