@@ -68,17 +68,30 @@ def load_game(out: str, game: str) -> dict:
                 for budget, got in got_to.items()}
     reached = {budget: len(got) for budget, got in got_to.items()}
     timed = [r for r in runs if r["frames"] and r["seconds"]]
+    # each run's learning-rate schedule, from the args.json of the folder it ended in (a resumed run's branch)
+    ended_in = [os.path.join(out, r["dir"]) if r.get("dir") else run_dir for r, run_dir in zip(runs, dirs)]
+    schedules = [schedule(load_json(os.path.join(folder, "args.json"))) for folder in ended_in]
     saved = load_json(os.path.join(dirs[0], "args.json")) if dirs else {}
     defaults = saved.get("defaults")
     if defaults and "--max-grad-norm" not in defaults and saved.get("max_grad_norm") is not None:
         # runs from before --max-grad-norm was an auto default (40 for Atari) did not clip unless told
         defaults += f"; --max-grad-norm {saved['max_grad_norm']:g}"
     return {"game": game, "runs": runs, "at": at, "training": training, "reached": reached,
+            "schedule": "; ".join(dict.fromkeys(schedules)),  # the distinct ones, in the runs' order
             "commit": meta.get("commit"),
             "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
             "note": meta.get("note"),  # what the records do not say (a run that shared the machine for a while)
             "seconds": statistics.median([r["seconds"] for r in timed]) if timed else None,
             "fps": statistics.median([r["frames"] / r["seconds"] for r in timed]) if timed else None}
+
+
+def schedule(args: dict) -> str:
+    """How a run's learning rate moved, from its saved arguments: ``lr_decay`` [START, END] (to 0 linearly between
+    those frames) or none (a constant rate; runs from before the flag existed have no such key)."""
+    span = args.get("lr_decay")
+    if not span:
+        return "constant"
+    return f"falls to 0 from {span[0] / 1e6:g}M to {span[1] / 1e6:g}M frames"
 
 
 def load_variants(folder: str) -> list[dict]:
@@ -117,19 +130,19 @@ def pair(median: float | None, worst: float | None, runs: int) -> str:
 
 
 def rows(games: list[dict]) -> str:
-    lines = ["| game | runs | evaluator @ 10M frames | evaluator @ 20M frames | training games @ 10M frames "
-            "| training games @ 20M frames | wall-clock (min) | frames/s | human-normalised @ 20M: evaluator, training "
-            "games | RL Zoo A2C @ 40M frames | RL Zoo PPO @ 40M frames |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| game | runs | learning rate | evaluator @ 10M frames | evaluator @ 20M frames "
+            "| training games @ 10M frames | training games @ 20M frames | wall-clock (min) | frames/s "
+            "| human-normalised @ 20M: evaluator, training games | RL Zoo A2C @ 40M frames | RL Zoo PPO @ 40M frames |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for g in games:
         a2c, ppo = RL_ZOO[g["game"]]
         if not g["runs"]:
-            lines.append(f"| {label(g)} | not run yet | | | | | | | | {number(a2c)} | {number(ppo)} |")
+            lines.append(f"| {label(g)} | not run yet | | | | | | | | | {number(a2c)} | {number(ppo)} |")
             continue
         reached = [g["reached"][budget] for budget in BUDGETS]
         cells = [pair(*g[kind][budget], n) for kind in ("at", "training") for budget, n in zip(BUDGETS, reached)]
         scores = [number(normalised(g["game"], g[kind][BUDGETS[1]][0]), "{:.2f}") for kind in ("at", "training")]
-        lines.append(f"| {label(g)} | {len(g['runs'])} | " + " | ".join(cells)
+        lines.append(f"| {label(g)} | {len(g['runs'])} | {g['schedule']} | " + " | ".join(cells)
                      + f" | {number(g['seconds'] and g['seconds'] / 60, '{:.0f}')} | {number(g['fps'], '{:,.0f}')} | "
                      f"{', '.join(scores)} | {number(a2c)} | {number(ppo)} |")
     return "\n".join(lines)
@@ -217,9 +230,9 @@ VARIANTS = """## Beyond the defaults: a game with a flag added
 
 The same measurements for runs that add a flag to the defaults (rebuilt from `{folder}/`, each folder's
 `sweep.md` and `sweep.png` its curves): levers that BENCHMARKS.md probed on one game, taken to 20M frames, and the
-defaults' Breakout, MsPacman and SpaceInvaders runs from before the learning rate fell from 10M frames by default
-(their flags, as today's defaults would need them: `--lr-decay none` for a constant rate, `--lr-decay 18000000
-20000000` for the fall over the last tenth). They are not the defaults' results and the table above does not count
+defaults' runs from before the learning rate fell from 10M frames by default, of the games re-run since (their flags,
+as today's defaults would need them: `--lr-decay none` for a constant rate, `--lr-decay 18000000 20000000` for the
+fall over the last tenth). They are not the defaults' results and the table above does not count
 them; below the table, the seven-game medians with each such row in place of the defaults' row of its game.
 
 """
@@ -291,16 +304,11 @@ killed most of the network's units in a probe as 16 did (BENCHMARKS.md, "Many wo
 Breakout").
 
 Today's defaults let the learning rate fall linearly to 0 from 10M frames to `--max-frames` (over its last half here;
-README, "The learning rate's fall"). The Breakout, MsPacman and SpaceInvaders rows are runs with that fall (Breakout's
-run 3 a run of the constant rate branched at its last checkpoint before 10M frames, the others with the span from the
-start); the other four games' runs kept a constant rate, which today's defaults change over their last 10M frames, so
-their 10M-frame columns are today's and their 20M-frame columns may be low or high by what the fall moves (on Breakout
-it ended seeds 4, 5 and 6 72, 22 and 56 points above their runs with the fall over the last tenth; on SpaceInvaders it
-ended a little lower than the last tenth, the training games lower on every seed by 12-51; on MsPacman its training
-games led those of the same seed with a constant rate from 12M to 18M frames, ending level in the evaluator and 99
-points lower in the training games). The Breakout, MsPacman and SpaceInvaders runs with the constant rate, and
-Breakout's and SpaceInvaders' with the fall over the last tenth (the defaults before), are rows of "Beyond the
-defaults" below.
+README, "The learning rate's fall"). The "learning rate" column says, from each run's `args.json`, whether a row's runs
+had that fall or a constant rate (an earlier default): a constant-rate row's 10M-frame columns are today's, and its
+20M-frame columns may be low or high by what the fall moves (BENCHMARKS.md, "How long the fall", measures that on the
+games re-run with it). The earlier runs of the games re-run with today's fall (a constant rate; the fall over the last
+tenth, the defaults in between) are rows of "Beyond the defaults" below.
 
 How the scores are taken: the evaluator's greedy policy (the argmax of the policy) plays whole games (all lives, raw
 points, 0-30 no-op starts, games cut at `--max-episode-length` 10,000 agent steps), pressing FIRE after a lost life

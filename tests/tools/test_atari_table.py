@@ -17,8 +17,9 @@ M = 1_000_000
 FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
 
 
-def crafted_run(folder, points, seed):
-    """A run whose evaluator running mean is ``mean`` at ``frames`` for each (frames, mean); 1,000 frames/s."""
+def crafted_run(folder, points, seed, lr_decay=None):
+    """A run whose evaluator running mean is ``mean`` at ``frames`` for each (frames, mean); 1,000 frames/s;
+    ``lr_decay`` its saved learning-rate span (None: a constant rate, as runs from before the flag save no key)."""
     folder.mkdir(parents=True)
     with open(folder / "progress.csv", "w", newline="") as f:
         writer = csv.writer(f)
@@ -26,7 +27,8 @@ def crafted_run(folder, points, seed):
         for k, (frames, mean) in enumerate(points):
             writer.writerow([frames / 1000, frames, k, mean, 100, mean, 1000.0])
     (folder / "args.json").write_text(json.dumps({"env": "BreakoutNoFrameskip-v4", "seed": seed,
-                                                  "defaults": "defaults for Atari on a CPU-only machine: --model nature"}))
+                                                  "defaults": "defaults for Atari on a CPU-only machine: --model nature",
+                                                  **({"lr_decay": lr_decay} if lr_decay else {})}))
     (folder / "summary.json").write_text(json.dumps({"frames": points[-1][0], "seconds": points[-1][0] / 1000,
                                                      "stop_reason": "max_frames"}))
 
@@ -42,8 +44,9 @@ def crafted_games(folder, returns):
 @pytest.fixture
 def runs(tmp_path):
     folder = tmp_path / "atari_runs"
-    crafted_run(folder / "Breakout" / "run1", [(5 * M, 10), (10 * M, 100), (15 * M, 200), (20 * M, 300)], 1)
-    crafted_run(folder / "Breakout" / "run2", [(9 * M, 50), (19 * M, 250), (20 * M, 280)], 2)
+    crafted_run(folder / "Breakout" / "run1", [(5 * M, 10), (10 * M, 100), (15 * M, 200), (20 * M, 300)], 1,
+                [10 * M, 20 * M])
+    crafted_run(folder / "Breakout" / "run2", [(9 * M, 50), (19 * M, 250), (20 * M, 280)], 2, [10 * M, 20 * M])
     crafted_run(folder / "Breakout" / "run3", [(10 * M, 40), (12 * M, 45)], 3)  # stopped before 20M: not counted
     crafted_games(folder / "Breakout" / "run1", lambda k: k)  # last 100 by 10M: 1..100; by 20M: 101..200
     crafted_games(folder / "Breakout" / "run2", lambda k: 30)  # run3 has no games.csv: left out
@@ -77,14 +80,16 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
     assert "not probed" in " | ".join(probe_rows["Pong"]) and len(probe_rows) == 7
     breakout = rows["Breakout"]
     assert breakout[1] == "3"
-    assert breakout[2] == "50.0 / 40.0"  # at 10M: 100, 50, 40 -> median 50, worst 40
-    assert breakout[3] == "290.0 / 280.0"  # at 20M: only the two runs that got there
-    assert breakout[4] == "40.2 / 30.0"  # training games at 10M: 50.5 and 30 (run3 wrote none)
-    assert breakout[5] == "90.2 / 30.0"  # at 20M: 150.5 and 30
-    assert breakout[7] == "1,000"  # frames/s
-    assert breakout[8] == f"{(290.0 - 1.7) / (31.8 - 1.7):.2f}, {(90.25 - 1.7) / (31.8 - 1.7):.2f}"  # human-normalised
-    assert breakout[9] == "279.8" and breakout[10].startswith("398.0")
-    assert rows["Pong"][1] == "1" and rows["Pong"][3] == "20.5" and rows["Pong"][5] == "-"
+    assert breakout[2] == "falls to 0 from 10M to 20M frames; constant"  # the runs' args.json: two schedules
+    assert breakout[3] == "50.0 / 40.0"  # at 10M: 100, 50, 40 -> median 50, worst 40
+    assert breakout[4] == "290.0 / 280.0"  # at 20M: only the two runs that got there
+    assert breakout[5] == "40.2 / 30.0"  # training games at 10M: 50.5 and 30 (run3 wrote none)
+    assert breakout[6] == "90.2 / 30.0"  # at 20M: 150.5 and 30
+    assert breakout[8] == "1,000"  # frames/s
+    assert breakout[9] == f"{(290.0 - 1.7) / (31.8 - 1.7):.2f}, {(90.25 - 1.7) / (31.8 - 1.7):.2f}"  # human-normalised
+    assert breakout[10] == "279.8" and breakout[11].startswith("398.0")
+    assert rows["Pong"][1] == "1" and rows["Pong"][2] == "constant" and rows["Pong"][4] == "20.5"
+    assert rows["Pong"][6] == "-"
     assert "not run yet" in rows["Seaquest"][1] and "not run yet" in rows["MsPacman"][1]
     assert len(rows) == 7 and list(rows) == sorted(rows)  # the seven games, by name
     assert "abc123" in text and "--env BreakoutNoFrameskip-v4" in text and "--model nature" in text
@@ -107,8 +112,8 @@ def test_human_normalised_scores():
 def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
     page = tmp_path / "ATARI.md"
     variants = tmp_path / "atari_variants"
-    crafted_run(variants / "Breakout_ns5" / "run1", [(10 * M, 200), (20 * M, 400)], 1)
-    crafted_run(variants / "Breakout_ns5" / "run2", [(10 * M, 100), (20 * M, 350)], 2)
+    crafted_run(variants / "Breakout_ns5" / "run1", [(10 * M, 200), (20 * M, 400)], 1, [18 * M, 20 * M])
+    crafted_run(variants / "Breakout_ns5" / "run2", [(10 * M, 100), (20 * M, 350)], 2, [18 * M, 20 * M])
     (variants / "Breakout_ns5" / "sweep.json").write_text(json.dumps({
         "main_flags": ["--env", "BreakoutNoFrameskip-v4", "--num-steps", "5"], "sweep_command": "python -m tools.sweep",
         "commit": "fed987", "runs": []}))
@@ -121,12 +126,13 @@ def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
     main_table, beyond = text.split("## Beyond the defaults")
     assert "--num-steps" not in main_table.split("## The runs")[0]  # the defaults' table counts no variant
     variant = table_rows(beyond.split("## Probes")[0])["Breakout, `--num-steps 5`"]
-    assert variant[1] == "2" and variant[2] == "150.0 / 100.0" and variant[3] == "375.0 / 350.0"
+    assert variant[2] == "falls to 0 from 18M to 20M frames"  # one schedule, said once
+    assert variant[1] == "2" and variant[3] == "150.0 / 100.0" and variant[4] == "375.0 / 350.0"
     swapped = sorted([(375.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
     assert (f"With Breakout, `--num-steps 5` in place of the defaults' Breakout row, the median human-normalised "
             f"score at 20M frames: the evaluator's **{(swapped[0] + swapped[1]) / 2:.2f}** over 2 game(s)") in beyond
     assert "fed987" in beyond
-    assert table_rows(beyond.split("## Probes")[0])["Breakout, `--lr-decay none`"][3] == "30.0"
+    assert table_rows(beyond.split("## Probes")[0])["Breakout, `--lr-decay none`"][4] == "30.0"
 
 
 def test_no_section_without_runs_beyond_the_defaults(runs, tmp_path):
