@@ -5,11 +5,11 @@
     python main.py --resume runs/<run>              # continue a run: model, optimizer state, frame count
 
 This file wires a run together: the checked flags (config.py), the shared model and optimizer, the run directory
-(run_dir.py), A3G's roles -- the workers (train.py) and the evaluator (test.py) -- handed to the supervisor
-(supervisor.py), which watches them and enforces the limits; on every way out it stops them all, writes
-checkpoint.pt (checkpoints.py) and summary.json, and exits with 0 (limit or solved), 1 (crash), 2 (bad input) or
-130/143 (Ctrl-C / SIGTERM). With ``--algo impala --backend ray`` it also starts (or joins) the Ray cluster first
-and stops (or leaves) it last (impala_ray.py).
+(run_dir.py), the roles -- A3G's workers (train.py) or IMPALA's actors and learner (impala/), and the evaluator
+(test.py, runtime/evaluator.py) -- handed to the supervisor (supervisor.py), which watches them and enforces the
+limits; on every way out it stops them all, writes checkpoint.pt (checkpoints.py) and summary.json, and exits with 0
+(limit or solved), 1 (crash), 2 (bad input) or 130/143 (Ctrl-C / SIGTERM). With ``--algo impala --backend ray`` it
+also starts (or joins) the Ray cluster first and stops (or leaves) it last (impala/ray_backend.py).
 """
 
 import os

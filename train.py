@@ -192,7 +192,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
     frames_per_rollout = num_steps * batch * frames_per_step
     obs_stats = shared_model.obs_norm if rank == 0 and meta.get("obs_norm") else None  # model.ObsNorm
     updates = 0
-    fault_nan = rank == 0 and injected_fault("worker_nan")  # test hooks (utils.injected_fault)
+    fault_nan = rank == 0 and injected_fault("worker_nan")  # test hooks (core.faults.injected_fault)
     fault_raise = rank == 0 and injected_fault("worker_raise")
 
     while not state.stop.is_set() and parent_alive(parent_pid):
