@@ -82,6 +82,7 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
         from torch.utils.tensorboard import SummaryWriter  # imported here: the workers write no events
 
         writer = SummaryWriter(paths["run_dir"], filename_suffix=".evaluator")
+    told_kept = False
     with open(paths["progress"], "a", newline="") as f:
         progress = csv.writer(f)
         # a resumed run's mean goes on from its last games (progress.csv holds them), not from one game
@@ -125,8 +126,14 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
                 payload = model_file(settings.as_dict(), meta, model.state_dict(), episode_return, frames,
                                      paths["run_dir"])
                 save_model(paths["best_model"], payload, logger)  # the run's own folder: only this run writes
-                if paths["export_model"] is not None and may_replace(paths["export_model"], payload):
-                    save_model(paths["export_model"], payload, logger)
+                if paths["export_model"] is not None:
+                    if may_replace(paths["export_model"], payload):
+                        save_model(paths["export_model"], payload, logger)
+                    elif not told_kept:  # once a run: why --save-model-dir's file did not change
+                        told_kept = True
+                        note = kept_note(paths["export_model"], paths["best_model"])
+                        print(note, flush=True)
+                        logger.info(note)
             state.best_return.value = max(state.best_return.value, episode_return)
 
             if args.stop_score is not None and len(scores) == args.score_window and mean_return >= args.stop_score:
@@ -150,7 +157,22 @@ def may_replace(path: str, payload: dict) -> bool:
         return False
     if held.get("run") == payload["run"]:
         return True
-    return payload["return"] > float(held.get("return", math.nan))  # an exported model (NaN) has no score to beat
+    # an exported model records no score (NaN), so no game beats it: it is the user's to replace
+    return payload["return"] > float(held.get("return", math.nan))
+
+
+def kept_note(path: str, best_model: str) -> str:
+    """What a run says the first time ``may_replace`` keeps ``path``: whose file it is and where this run's best
+    weights are instead."""
+    try:
+        held = load_checkpoint(path, kind="model")
+    except BadInput:
+        whose = "is no model file a3g can read"
+    else:
+        score = float(held.get("return", math.nan))
+        whose = ("is an exported model with no score recorded, which no game replaces" if math.isnan(score) else
+                 f"is another run's model (its game scored {score:g}), replaced only by a better game")
+    return f"a3g: {path} {whose}; this run's best weights are in {best_model}"
 
 
 def save_model(path: str, payload: dict, logger: logging.Logger) -> None:

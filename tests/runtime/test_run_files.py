@@ -14,7 +14,7 @@ import torch
 
 from conftest import ROOT, read_json, run_main
 from runtime.checkpoints import CheckpointWriter, model_file
-from runtime.evaluator import may_replace
+from runtime.evaluator import kept_note, may_replace
 from runtime.run_dir import GAMES_FIELDS, PROGRESS_FIELDS, branches, choose_run_dir, prepare_run_dir, recent_returns
 
 CARTPOLE = ["--env", "CartPole-v1", "--workers", "1", "--hidden-size", "32", "--no-tensorboard-logger"]
@@ -103,6 +103,9 @@ def test_load_then_save_keeps_the_loaded_model_unless_beaten(tmp_path):
     # run before a loaded machine's evaluator finished its first 500-step game)
     assert "episode reward" in result.stdout
     assert digests(models) == before
+    # and the run says so, once, and where its own best weights went
+    kept = [line for line in result.stdout.splitlines() if "CartPole-v1.pt is another run's model" in line]
+    assert len(kept) == 1 and "game scored 500" in kept[0] and str(tmp_path / "run" / "best_model.pt") in kept[0]
 
 
 def test_save_model_dir_replaces_another_runs_model_only_with_a_better_game(tmp_path):
@@ -115,11 +118,14 @@ def test_save_model_dir_replaces_another_runs_model_only_with_a_better_game(tmp_
     # the run's own file, whatever its score; no file at all
     assert may_replace(path, model_file(settings, meta, weights, 5.0, 9000, run=tmp_path / "other"))
     assert may_replace(tmp_path / "none.pt", model_file(settings, meta, weights, 5.0, 9000, run=tmp_path))
-    # an exported model has no score to beat, and a file that is no model is kept
+    # an exported model records no score, so no game replaces it, and a file that is no model is kept
     torch.save(model_file(settings, meta, weights, math.nan, 5000), path)
     assert not may_replace(path, model_file(settings, meta, weights, 500.0, 9000, run=tmp_path))
+    assert "an exported model with no score recorded" in kept_note(str(path), "runs/x/best_model.pt")
     path.write_bytes(b"a user's notes")
     assert not may_replace(path, model_file(settings, meta, weights, 500.0, 9000, run=tmp_path))
+    assert kept_note(str(path), "runs/x/best_model.pt").endswith("is no model file a3g can read; this run's best "
+                                                                 "weights are in runs/x/best_model.pt")
 
 
 # ---------------------------------------------------------------------------------------------------------------
