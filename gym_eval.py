@@ -31,8 +31,8 @@ import numpy as np
 import torch
 
 from core.cli import HelpFormatter, OneLineParser
-from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_OK, EXIT_SIGINT, BadInput
-from core.files import atomic_write_text, env_file_name
+from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, BadInput
+from core.files import atomic_write_text, env_file_name, temporary_name
 from core.hardware import missing_gpus
 from core.logs import file_logger
 from core.play import play_game
@@ -292,10 +292,14 @@ def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
             os.makedirs(parent, exist_ok=True)
             if os.path.isdir(args.json):
                 raise BadInput(f"--json {args.json} is a folder; give a file name")
+            probe = temporary_name(args.json)  # where the results will be written, tried before the games
+            with open(probe, "wb"):
+                pass
+            os.remove(probe)
         monitor = Monitor(os.path.join(args.log_dir, f"{env_file_name(args.env)}_monitor")) if args.new_gym_eval \
             else None
     except OSError as exc:
-        raise BadInput(f"cannot create an output folder: {exc}") from None
+        raise BadInput(f"cannot write the outputs: {exc}") from None
     return monitor
 
 
@@ -392,11 +396,15 @@ def main(argv: list[str] | None = None) -> int:
     logger.info(line)
     if args.json:
         r = np.asarray(returns, dtype=np.float64)
-        write_json(args.json, {
-            "env": args.env, "model": path, "policy": policy, "seed": args.seed,
-            "max_episode_length": settings.max_episode_length, "episodes": episodes,
-            "mean": float(r.mean()), "std": float(r.std()), "best": float(r.max()), "worst": float(r.min()),
-        })
+        try:
+            write_json(args.json, {
+                "env": args.env, "model": path, "policy": policy, "seed": args.seed,
+                "max_episode_length": settings.max_episode_length, "episodes": episodes,
+                "mean": float(r.mean()), "std": float(r.std()), "best": float(r.max()), "worst": float(r.min()),
+            })
+        except OSError as exc:  # writable before the games, not now (a full disk): the summary above stands
+            print(f"gym_eval.py: error: could not write --json {args.json} ({exc.strerror or exc})", file=sys.stderr)
+            return EXIT_CRASH
     return code
 
 

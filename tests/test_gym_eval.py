@@ -232,6 +232,9 @@ BAD = {
     "render-freq not a number": ["--env", "CartPole-v1", "-lmd", "{tmp}", "-rf", "x"],
     "hidden size mismatch": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--hidden-size", "64"],
     "missing GPU": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--gpu-id", "99"],
+    # found before any game: the results of a long evaluation are never lost to a path that cannot take them
+    "--json where no file can be written": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json", "/proc/a3g.json"],
+    "--json a folder": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json", "{tmp}/empty"],
 }
 
 
@@ -295,6 +298,16 @@ def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
     bad = subprocess.run([*command("export_model"), str(tmp_path / "nope"), str(tmp_path / "new.pt")], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    # --force replaces a model file, never a run's checkpoint (the run could no longer resume)
+    shutil.copy(cartpole_run / "run" / "checkpoint.pt", tmp_path / "checkpoint.pt")
+    state = (tmp_path / "checkpoint.pt").read_bytes()
+    over = subprocess.run([*command("export_model"), str(tmp_path / "checkpoint.pt"), str(tmp_path / "checkpoint.pt"),
+                           "--force"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert over.returncode == 2 and "training state" in over.stderr and len(over.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "checkpoint.pt").read_bytes() == state
+    forced = subprocess.run([*command("export_model"), str(cartpole_run / "run"), str(out), "--force", "--bf16"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert forced.returncode == 0 and out.read_bytes() != exported, forced.stderr
 
 
 def test_export_a_best_model_in_bfloat16(cartpole_run, tmp_path):

@@ -46,7 +46,7 @@ from core.hardware import device_for, usable_cores
 from core.timing import phase_split
 from envs.environment import EnvSettings, frames_per_step, make_env
 from impala.shm import impala_roles
-from model import FRAME_FORMAT, build_model, fast_layout, flatten_parameters, obs_dtype
+from model import FRAME_FORMAT, MODELS, build_model, fast_layout, flatten_parameters, obs_dtype
 from runtime.config import cpu_share, default_gpu_ids, validate
 from runtime.context import RunContext
 from runtime.processes import evaluator_cpu_share
@@ -67,9 +67,21 @@ STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "natur
             "nature:8:bf16:impala"]
 
 
+TOKENS = ("bf16", "nocl", "batched", "impala", "server", *REPLAYS, "running", "scale")  # and eliteN
+
+
 def parse_config(text: str) -> dict:
-    """A ``--configs`` entry (``model:envs_per_worker[:token...]``) as the settings of one measured configuration."""
+    """A ``--configs`` entry (``model:envs_per_worker[:token...]``) as the settings of one measured configuration;
+    ValueError names what in it is not one."""
     parts = text.split(":")
+    if parts[0] not in MODELS:
+        raise ValueError(f"--configs {text}: the model {parts[0]!r} is none of {', '.join(MODELS)}")
+    if len(parts) > 1 and not (parts[1].isdigit() and int(parts[1]) > 0):
+        raise ValueError(f"--configs {text}: environments per worker {parts[1]!r} is not a whole number above 0")
+    unknown = [part for part in parts[2:] if part not in TOKENS and not (part.startswith("elite")
+                                                                         and part[len("elite"):].isdigit())]
+    if unknown:
+        raise ValueError(f"--configs {text}: {', '.join(map(repr, unknown))} is none of {', '.join(TOKENS)}, eliteN")
     model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
     scored = [part for part in parts[2:] if part.startswith("elite") and part[len("elite"):].isdigit()]
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
@@ -247,7 +259,10 @@ def main() -> int:
     if args.quick:
         args.configs = args.configs if args.configs != STANDARD else ["a3clstm:2"]
         args.seconds, args.warmup, args.emulator_seconds = 3.0, 2.0, 1.0
-    configs = [parse_config(c) for c in args.configs]
+    try:
+        configs = [parse_config(c) for c in args.configs]
+    except ValueError as exc:
+        p.error(str(exc))
     cores = usable_cores()
     skip = frames_per_step(args.env, 4)
     print(f"bench: {args.env} on {cpu_name()}, {cores} cores, torch {torch.__version__}, {args.workers} workers, "

@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     if os.path.exists(args.output) and not args.force:
         print(f"{PROG}: error: {args.output} exists; it is kept (--force replaces it)", file=sys.stderr)
         return 2
+    if os.path.isfile(args.output) and holds_training_state(args.output):
+        print(f"{PROG}: error: {args.output} holds a run's training state (a checkpoint): it is kept, --force or not; "
+              f"give another file name", file=sys.stderr)
+        return 2
     try:
         data = load_checkpoint(args.checkpoint)
         if data.get("kind") not in ("checkpoint", "model"):
@@ -58,6 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"export_model.py: wrote {args.output} ({data['env']['env_id']}, {data['model_meta']['model']}, "
           f"{int(data.get('frames', 0))} frames{', bfloat16 weights' if args.bf16 else ''})")
     return 0
+
+
+def holds_training_state(path: str) -> bool:
+    """Whether ``path`` is a checkpoint a run could resume from (a model file is not: --force may replace it)."""
+    try:
+        return load_checkpoint(path).get("kind") == "checkpoint"
+    except BadInput:
+        return False
 
 
 def bf16_weights(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

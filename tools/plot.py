@@ -10,6 +10,7 @@ Exit codes: 0 written, 2 bad input (one line on stderr).
 """
 
 import csv
+import io
 import json
 import math
 import os
@@ -18,6 +19,7 @@ from typing import Sequence
 
 from core.cli import OneLineParser
 from core.errors import EXIT_BAD_INPUT, EXIT_OK, BadInput
+from core.files import atomic_write_bytes
 
 PROG = "python -m tools.plot"  # how the command is run, for its messages
 
@@ -74,10 +76,12 @@ def read_progress(run: str) -> dict[str, list[float]]:
             if missing:
                 raise BadInput(f"{path} lacks the column(s) {', '.join(missing)}: not an a3g progress.csv")
             data = {c: [] for c in NEEDED}
+            unread = 0
             for row in reader:
                 try:
                     values = {c: float(row[c]) for c in NEEDED}
                 except (TypeError, ValueError):
+                    unread += 1
                     continue  # a half-written last line of a running run, say
                 if all(math.isfinite(v) for v in values.values()):
                     for c in NEEDED:
@@ -85,7 +89,8 @@ def read_progress(run: str) -> dict[str, list[float]]:
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise BadInput(f"{path} cannot be read ({exc})") from None
     if not data["frames"]:
-        raise BadInput(f"{path} has no evaluator games yet (only a header)")
+        raise BadInput(f"{path} has no evaluator games yet (only a header)" if not unread else
+                       f"{path} has no readable evaluator game ({unread} row(s) that are not numbers)")
     return data
 
 
@@ -181,9 +186,31 @@ def plot(runs: Sequence[str], output: str, title: str | None = None, dpi: int = 
     fig.tight_layout()
     folder = os.path.dirname(os.path.abspath(output))
     os.makedirs(folder, exist_ok=True)
-    fig.savefig(output, dpi=dpi, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, dpi=dpi, format="png")
     plt.close(fig)
+    atomic_write_bytes(output, png.getvalue())  # an earlier figure stays whole until the new one is
     return output
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def check_output(output: str) -> None:
+    """The figure goes to a .png that is new or an earlier figure: never over a file of another kind (a run's
+    progress.csv, a user's notes). BadInput otherwise."""
+    if not output.lower().endswith(".png"):
+        raise BadInput(f"-o {output}: the figure is a PNG; give a file name ending in .png")
+    if os.path.isdir(output):
+        raise BadInput(f"-o {output} is a folder; give a file name")
+    if os.path.exists(output):
+        try:
+            with open(output, "rb") as f:
+                is_png = f.read(len(PNG_SIGNATURE)) == PNG_SIGNATURE
+        except OSError as exc:
+            raise BadInput(f"-o {output} cannot be read ({exc.strerror or exc})") from None
+        if not is_png:
+            raise BadInput(f"-o {output} exists and is no PNG: it is kept; give another file name")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
+        check_output(output)
         plot(args.runs, output, args.title, args.dpi, args.curve)
     except BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

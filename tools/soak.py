@@ -14,6 +14,7 @@ temporary folder, removed when the soak passes (``--keep`` keeps it) and kept, w
 import argparse
 import csv
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -67,7 +68,11 @@ def role(cmd: str, pid: int, root: int) -> str:
 
 def progress_fps(path: str, t0: float, t1: float) -> float | None:
     """Training frames/s between wall times t0 and t1 (seconds into the run) from progress.csv."""
-    rows = [(float(r["wall_time_s"]), float(r["frames"])) for r in csv.DictReader(open(path))]
+    try:
+        with open(path) as f:
+            rows = [(float(r["wall_time_s"]), float(r["frames"])) for r in csv.DictReader(f)]
+    except OSError:  # a run that stopped before writing it
+        return None
     window = [r for r in rows if t0 <= r[0] <= t1]
     if len(window) < 2:
         return None
@@ -94,6 +99,9 @@ def main() -> int:
     p.add_argument("--keep", action="store_true", help="keep the run's files (kept anyway when the soak fails)")
     p.add_argument("extra", nargs=argparse.REMAINDER, help="more flags for main.py (after --)")
     args = p.parse_args()
+    for flag, value in (("--seconds", args.seconds), ("--interval", args.interval), ("--workers", args.workers)):
+        if not (math.isfinite(value) and value > 0):
+            p.error(f"{flag} must be above 0, got {value:g}")
 
     out = tempfile.mkdtemp(prefix="a3g-soak-")
     cmd = [sys.executable, os.path.join(ROOT, "main.py"), "--env", args.env, "--workers", str(args.workers),

@@ -499,3 +499,18 @@ def test_a_run_that_saved_placeholders_resumes_as_impala_with_its_own_defaults(c
 
 def saved_frames(run):
     return torch.load(run / "run" / "checkpoint.pt", weights_only=True)["frames"]
+
+
+@pytest.mark.parametrize("flags, words", [(["--seconds", "-5"], ["--seconds", "above 0"]),
+                                          (["--interval", "0"], ["--interval"]), (["--workers", "0"], ["--workers"])])
+def test_soak_refuses_a_bad_budget_before_it_starts_a_run(flags, words, tmp_path):
+    result = subprocess.run([*command("soak"), "--env", "CartPole-v1", *flags], capture_output=True, text=True,
+                            timeout=120, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert_bad_input(result, *words)
+    assert not list(tmp_path.glob("a3g-soak-*"))  # no run folder was made
+
+
+def test_soak_reads_no_frames_from_a_run_that_wrote_none(tmp_path):
+    from tools.soak import progress_fps
+
+    assert progress_fps(str(tmp_path / "run" / "progress.csv"), 0, 10) is None

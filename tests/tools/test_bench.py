@@ -59,6 +59,23 @@ def test_configuration_names():
     assert parse_config("nature:8:bf16:running")["frame_norm"] == "running"
     assert parse_config("nature:8:impala:scale")["frame_norm"] == "scale"
     assert parse_config("nature:8:impala")["replay"] is None
+    assert parse_config("nature:8:impala:elite3")["score_steps"] == 3
+
+
+@pytest.mark.parametrize("entry, says", [("bogus:8", "the model 'bogus'"), ("nature:x", "environments per worker 'x'"),
+                                         ("nature:0", "environments per worker '0'"), ("nature:8:bf17", "'bf17'")])
+def test_a_configuration_entry_that_is_none_says_what(entry, says):
+    from tools.bench import parse_config
+
+    with pytest.raises(ValueError, match=says):
+        parse_config(entry)
+
+
+def test_bench_refuses_a_bad_configuration_in_one_line(tmp_path):
+    result = subprocess.run([*command("bench"), "--configs", "nature:8:bf17", "--quick", "--json",
+                             str(tmp_path / "bench.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "'bf17' is none of" in result.stderr and not (tmp_path / "bench.json").exists()
 
 
 @pytest.mark.parametrize("token, kind", [("replay", "standard"), ("elite", "custom")])

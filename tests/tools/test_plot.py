@@ -74,6 +74,31 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
         assert not (tmp_path / "out.png").exists()
 
 
+def test_the_figure_never_goes_over_a_file_of_another_kind(tmp_path):
+    run = synthetic_run(tmp_path / "run")
+    kept = (run / "progress.csv").read_bytes()
+    (tmp_path / "notes.png").write_text("a user's notes, under a .png name")
+    for output, says in ((run / "progress.csv", "ending in .png"), (tmp_path / "fig.xyz", "ending in .png"),
+                         (tmp_path / "notes.png", "is no PNG: it is kept"), (run, "ending in .png")):
+        result = run_plot(run, "-o", output)
+        assert result.returncode == 2 and says in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
+    assert (run / "progress.csv").read_bytes() == kept and not (tmp_path / "fig.xyz").exists()
+    assert (tmp_path / "notes.png").read_text() == "a user's notes, under a .png name"
+    # an earlier figure is replaced: plotting again is the point
+    assert run_plot(run, "-o", tmp_path / "fig.png").returncode == 0
+    first = (tmp_path / "fig.png").read_bytes()
+    assert run_plot(run, "--title", "again", "-o", tmp_path / "fig.png").returncode == 0
+    assert_png(tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").read_bytes() != first
+
+
+def test_rows_that_are_not_numbers_are_said_to_be_so(tmp_path):
+    (tmp_path / "bad_rows").mkdir()
+    (tmp_path / "bad_rows" / "progress.csv").write_text(",".join(FIELDS) + "\nx,y,z,a,b,c,d\n")
+    result = run_plot(tmp_path / "bad_rows", "-o", tmp_path / "out.png")
+    assert result.returncode == 2 and "no readable evaluator game (1 row(s) that are not numbers)" in result.stderr
+
+
 def test_the_training_curve_from_tensorboard_events(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 

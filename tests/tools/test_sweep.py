@@ -118,6 +118,9 @@ def test_default_budgets():
 def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
     (tmp_path / "empty").mkdir()
     new = tmp_path / "new"
+    (tmp_path / "a_file").write_text("a user's notes")
+    (tmp_path / "a_run").mkdir()
+    (tmp_path / "a_run" / "args.json").write_text("{}")  # a folder of something else: a run's, say
     cases = [
         (["--runs", 0, "--frames", 1000, "--out", new], ["--runs"]),
         (["--out", new], ["budget"]),
@@ -128,6 +131,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
         (["--frames", 1000, "--final-eval", -1, "--out", new], ["--final-eval"]),
         (["--frames", 1000, "--out", new, "--env", "CartPole-v1"], ["--env", "after --"]),
         (["--frames", 1000, "--out", crafted_sweep], ["already holds runs"]),
+        (["--frames", 1000, "--out", tmp_path / "a_file"], ["is a file"]),
+        (["--frames", 1000, "--out", tmp_path / "a_run"], ["already holds files", "--resume"]),
         (["--report", tmp_path / "empty"], ["run<i>/progress.csv"]),
         (["--report", tmp_path / "nothing_here"], ["run<i>/progress.csv"]),
         (["--report", crafted_sweep, "--", "--env", "CartPole-v1"], ["--report"]),
@@ -138,7 +143,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
     ]
     for flags, words in cases:
         assert_bad_input(run_sweep(*flags), *words)
-    assert not new.exists()
+    assert not new.exists() and (tmp_path / "a_file").read_text() == "a user's notes"
+    assert os.listdir(tmp_path / "a_run") == ["args.json"]
 
 
 @pytest.mark.parametrize("flags,words", [
