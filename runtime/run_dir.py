@@ -121,7 +121,7 @@ def choose_run_dir(args: argparse.Namespace, resumed: dict | None) -> str:
 def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str, str | None]:
     """Create the folders, write ``args.json`` and start ``progress.csv`` and ``games.csv``: a fresh run's header;
     in place, the file as it is; a branch, the header and the parent's rows up to the state it resumed from."""
-    for folder in (args.run_dir, args.save_model_dir, args.log_dir):
+    for folder in (args.save_model_dir, args.log_dir, args.run_dir):  # the run's own last: no empty run is left
         if folder is not None:
             os.makedirs(folder, exist_ok=True)
     name = env_file_name(args.env)

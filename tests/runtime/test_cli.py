@@ -55,6 +55,10 @@ def test_output_folder_that_cannot_be_created(tmp_path):
     result = run_main("--env", "CartPole-v1", "--run-dir", blocker / "run", "--save-model-dir", tmp_path / "m",
                       "--log-dir", tmp_path / "l", timeout=120)
     assert_bad_input(result, "cannot prepare the output folders")
+    # a log folder that cannot be made leaves no empty run folder behind
+    result = run_main("--env", "CartPole-v1", "--run-dir", tmp_path / "run", "--log-dir", blocker / "logs", timeout=120)
+    assert_bad_input(result, "cannot prepare the output folders")
+    assert not (tmp_path / "run").exists()
 
 
 def test_malformed_env_config(tmp_path):
