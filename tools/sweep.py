@@ -58,6 +58,7 @@ from typing import Sequence
 
 from core.cli import HelpFormatter, OneLineParser
 from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
+from core.files import atomic_write_text
 from runtime.run_dir import branches, holds_run
 from tools.plot import read_progress, run_env
 
@@ -118,6 +119,9 @@ def parse(argv: list[str], resuming: bool = False) -> tuple[OneLineParser, argpa
         if argv[:cut] != ["--resume", args.resume] or args.main_flags:
             p.error("--resume takes the sweep's folder alone: its runs keep the flags they were started with")
         first = sweep_argv(args.resume)
+        if first is None and os.path.isfile(os.path.join(args.resume, "sweep.json")):
+            p.error(f"{os.path.join(args.resume, 'sweep.json')} is not a sweep's record (unreadable JSON, or no sweep "
+                    f"command in it): nothing to resume from")
         if first is None:
             p.error(f"{args.resume} holds no sweep.json naming its sweep command (a sweep writes it before run 1 "
                     f"starts; one cut during its run 1 by an older version did not): nothing to resume from")
@@ -348,12 +352,11 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
               + ("; final weights: the mean of gym_eval.py's whole games with the run's checkpoint.pt, greedy and "
                  "sampled (--stochastic)" if finals else ""), ""]
     text = "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table]) + "\n"
-    with open(os.path.join(out, "sweep.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out, "sweep.json"), "w") as f:
-        json.dump({**{k: v for k, v in meta.items() if k != "runs"}, "score": score, "budgets": budgets,
-                   "runs": [{k: v for k, v in r.items() if k not in ("curve", "finished")} for r in runs],
-                   "median": median, "worst": worst}, f, indent=2)
+    atomic_write_text(os.path.join(out, "sweep.md"), text)
+    atomic_write_text(os.path.join(out, "sweep.json"), json.dumps({
+        **{k: v for k, v in meta.items() if k != "runs"}, "score": score, "budgets": budgets,
+        "runs": [{k: v for k, v in r.items() if k not in ("curve", "finished")} for r in runs],
+        "median": median, "worst": worst}, indent=2))
     draw(os.path.join(out, "sweep.png"), runs, score, f"{env}: {len(runs)} run(s)")
     return text
 
@@ -428,9 +431,10 @@ def recorded(old: dict) -> dict:
 
 
 def save_meta(out: str, meta: dict) -> None:
-    """OUT/sweep.json with what the sweep knows so far (the report rewrites it, measured, after each run)."""
-    with open(os.path.join(out, "sweep.json"), "w") as f:
-        json.dump({**meta, "runs": list(meta["runs"].values())}, f, indent=2)
+    """OUT/sweep.json with what the sweep knows so far (the report rewrites it, measured, after each run); whole or
+    not at all, as --resume reads it."""
+    atomic_write_text(os.path.join(out, "sweep.json"), json.dumps({**meta, "runs": list(meta["runs"].values())},
+                                                                  indent=2))
 
 
 def run_entry(seed: int, code: int, where: str, run_dir: str, out: str) -> dict:

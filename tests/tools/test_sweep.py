@@ -121,6 +121,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
     (tmp_path / "a_file").write_text("a user's notes")
     (tmp_path / "a_run").mkdir()
     (tmp_path / "a_run" / "args.json").write_text("{}")  # a folder of something else: a run's, say
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "sweep.json").write_text('{"sweep_command": ')  # cut off as it was written
     cases = [
         (["--runs", 0, "--frames", 1000, "--out", new], ["--runs"]),
         (["--out", new], ["budget"]),
@@ -138,6 +140,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
         (["--report", crafted_sweep, "--", "--env", "CartPole-v1"], ["--report"]),
         (["--resume", crafted_sweep], ["sweep.json"]),
         (["--resume", tmp_path / "nothing_here"], ["sweep.json"]),
+        (["--resume", tmp_path / "corrupt"], ["is not a sweep's record"]),
         (["--resume", crafted_sweep, "--runs", 3], ["--resume", "alone"]),
         (["--resume", crafted_sweep, "--", "--env", "CartPole-v1"], ["--resume", "alone"]),
     ]
