@@ -32,7 +32,7 @@ import torch
 
 from core.cli import HelpFormatter, OneLineParser
 from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, BadInput
-from core.files import atomic_write_text, env_file_name, temporary_name
+from core.files import atomic_write_text, env_file_name, try_write
 from core.hardware import missing_gpus
 from core.logs import file_logger
 from core.play import play_game
@@ -292,10 +292,7 @@ def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
             os.makedirs(parent, exist_ok=True)
             if os.path.isdir(args.json):
                 raise BadInput(f"--json {args.json} is a folder; give a file name")
-            probe = temporary_name(args.json)  # where the results will be written, tried before the games
-            with open(probe, "wb"):
-                pass
-            os.remove(probe)
+            try_write(args.json)  # where the results will be written, tried before the games
         monitor = Monitor(os.path.join(args.log_dir, f"{env_file_name(args.env)}_monitor")) if args.new_gym_eval \
             else None
     except OSError as exc:

@@ -96,6 +96,15 @@ def atomic_torch_save(obj: object, path: str | os.PathLike, keep_previous_as: st
     _atomic_write(path, lambda f: torch.save(obj, f), keep_previous_as)
 
 
+def try_write(path: str | os.PathLike) -> None:
+    """Whether a file can be written at ``path``, tried where ``_atomic_write`` would write it first (its temporary
+    name): raises OSError if not, so that a command finds a bad output path before its work, not after."""
+    probe = temporary_name(path)
+    with open(probe, "wb"):
+        pass
+    os.remove(probe)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """A text file (JSON, CSV) that a crash never leaves half-written."""
     _atomic_write(path, lambda f: f.write(text.encode()))

@@ -42,6 +42,7 @@ import torch
 import torch.multiprocessing as mp
 
 from core.cli import OneLineParser
+from core.files import atomic_write_text, try_write
 from core.hardware import device_for, usable_cores
 from core.timing import phase_split
 from envs.environment import EnvSettings, frames_per_step, make_env
@@ -263,6 +264,10 @@ def main() -> int:
         configs = [parse_config(c) for c in args.configs]
     except ValueError as exc:
         p.error(str(exc))
+    try:
+        try_write(args.json)  # before minutes of measuring, not after
+    except OSError as exc:
+        p.error(f"--json {args.json} cannot be written ({exc.strerror or exc})")
     cores = usable_cores()
     skip = frames_per_step(args.env, 4)
     print(f"bench: {args.env} on {cpu_name()}, {cores} cores, torch {torch.__version__}, {args.workers} workers, "
@@ -319,8 +324,7 @@ def main() -> int:
               "python": platform.python_version(), "seconds": args.seconds, "warmup": args.warmup,
               "emulator_steps_per_s": {f"{k[0]}x{k[1]}": v for k, v in emulator.items()}, "frames_per_step": skip,
               "results": results}
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=2)
+    atomic_write_text(args.json, json.dumps(report, indent=2))
     print(f"\nbench: results in {args.json}")
     return 0
 

@@ -23,6 +23,7 @@ import tempfile
 import time
 
 from core.cli import OneLineParser
+from core.files import atomic_write_text, try_write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository, where main.py is
 
@@ -102,6 +103,11 @@ def main() -> int:
     for flag, value in (("--seconds", args.seconds), ("--interval", args.interval), ("--workers", args.workers)):
         if not (math.isfinite(value) and value > 0):
             p.error(f"{flag} must be above 0, got {value:g}")
+    if args.json:
+        try:
+            try_write(args.json)
+        except OSError as exc:
+            p.error(f"--json {args.json} cannot be written ({exc.strerror or exc})")
 
     out = tempfile.mkdtemp(prefix="a3g-soak-")
     cmd = [sys.executable, os.path.join(ROOT, "main.py"), "--env", args.env, "--workers", str(args.workers),
@@ -148,8 +154,7 @@ def main() -> int:
     }
     print(json.dumps(result, indent=2))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+        atomic_write_text(args.json, json.dumps(result, indent=2))
     # a save in flight holds a file or two open for a moment: growth means more than that
     grew = ((result["fds_end"] or 0) > (result["fds_start"] or 0) + 2
             or (result["shm_end"] or 0) > (result["shm_start"] or 0) + 2)

@@ -16,3 +16,20 @@ def test_stale_temporaries_of_other_processes_are_removed_and_nothing_else(tmp_p
     assert (tmp_path / "checkpoint.pt").read_text() == "whole"
     remove_stale_temporaries(tmp_path / "missing")  # a folder the run never made: nothing to do
     remove_stale_temporaries(None)
+
+
+def test_try_write_finds_a_bad_output_path_and_leaves_nothing(tmp_path):
+    from core.files import try_write
+
+    try_write(tmp_path / "results.json")
+    assert os.listdir(tmp_path) == []  # tried, then removed: the file is written later, whole
+    (tmp_path / "kept.json").write_text("a user's file")
+    try_write(tmp_path / "kept.json")
+    assert (tmp_path / "kept.json").read_text() == "a user's file"
+    for bad in (tmp_path / "no_such_folder" / "x.json", tmp_path / "kept.json" / "x.json"):
+        try:
+            try_write(bad)
+        except OSError:
+            pass
+        else:
+            raise AssertionError(f"{bad} should not be writable")

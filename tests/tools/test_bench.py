@@ -76,6 +76,10 @@ def test_bench_refuses_a_bad_configuration_in_one_line(tmp_path):
                              str(tmp_path / "bench.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
     assert "'bf17' is none of" in result.stderr and not (tmp_path / "bench.json").exists()
+    # and a --json it could not write is found before the minutes of measuring
+    result = subprocess.run([*command("bench"), "--quick", "--json", "/proc/a3g-bench.json"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--json /proc/a3g-bench.json cannot be written" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("token, kind", [("replay", "standard"), ("elite", "custom")])
