@@ -287,16 +287,16 @@ def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
         os.makedirs(args.log_dir, exist_ok=True)
         if args.record:
             os.makedirs(args.record, exist_ok=True)
-        if args.json:
-            parent = os.path.dirname(os.path.abspath(args.json))
-            os.makedirs(parent, exist_ok=True)
-            if os.path.isdir(args.json):
-                raise BadInput(f"--json {args.json} is a folder; give a file name")
-            try_write(args.json)  # where the results will be written, tried before the games
         monitor = Monitor(os.path.join(args.log_dir, f"{env_file_name(args.env)}_monitor")) if args.new_gym_eval \
             else None
     except OSError as exc:
-        raise BadInput(f"cannot write the outputs: {exc}") from None
+        raise BadInput(f"cannot create an output folder: {exc}") from None
+    if args.json:
+        try:  # where the results will be written, tried before the games
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            try_write(args.json)
+        except OSError as exc:
+            raise BadInput(f"--json {args.json} cannot be written ({exc.strerror or exc})") from None
     return monitor
 
 

@@ -98,7 +98,10 @@ def atomic_torch_save(obj: object, path: str | os.PathLike, keep_previous_as: st
 
 def try_write(path: str | os.PathLike) -> None:
     """Whether a file can be written at ``path``, tried where ``_atomic_write`` would write it first (its temporary
-    name): raises OSError if not, so that a command finds a bad output path before its work, not after."""
+    name): raises OSError if not (a folder at ``path`` too), so that a command finds a bad output path before its
+    work, not after."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name", os.fspath(path))
     probe = temporary_name(path)
     with open(probe, "wb"):
         pass

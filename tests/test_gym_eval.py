@@ -258,6 +258,8 @@ def test_bad_input_is_one_line_exit_2(case, bad_files, capsys):
     lines = error_lines(err)
     assert len(lines) == 1 and lines[0].startswith("gym_eval.py: error: "), err
     assert out == ""
+    if case.startswith("--json"):  # the message names what to fix
+        assert "--json" in lines[0] and "cannot be written" in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("case", ["unknown env", "garbage file", "num-episodes 0", "model of another game"])
@@ -301,9 +303,12 @@ def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
     # --force replaces a model file, never a run's checkpoint (the run could no longer resume)
     shutil.copy(cartpole_run / "run" / "checkpoint.pt", tmp_path / "checkpoint.pt")
     state = (tmp_path / "checkpoint.pt").read_bytes()
-    over = subprocess.run([*command("export_model"), str(tmp_path / "checkpoint.pt"), str(tmp_path / "checkpoint.pt"),
-                           "--force"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert over.returncode == 2 and "training state" in over.stderr and len(over.stderr.strip().splitlines()) == 1
+    for force in ([], ["--force"]):  # without --force too, the message does not offer it
+        over = subprocess.run([*command("export_model"), str(tmp_path / "checkpoint.pt"),
+                               str(tmp_path / "checkpoint.pt"), *force], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)
+        assert over.returncode == 2 and "training state" in over.stderr and "--force replaces" not in over.stderr
+        assert len(over.stderr.strip().splitlines()) == 1
     assert (tmp_path / "checkpoint.pt").read_bytes() == state
     forced = subprocess.run([*command("export_model"), str(cartpole_run / "run"), str(out), "--force", "--bf16"],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)

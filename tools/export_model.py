@@ -37,12 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.add_argument("--bf16", action="store_true", help="store the weights as bfloat16 (half the size)")
     args = p.parse_args(argv)
-    if os.path.exists(args.output) and not args.force:
-        print(f"{PROG}: error: {args.output} exists; it is kept (--force replaces it)", file=sys.stderr)
-        return 2
     if os.path.isfile(args.output) and holds_training_state(args.output):
         print(f"{PROG}: error: {args.output} holds a run's training state (a checkpoint): it is kept, --force or not; "
               f"give another file name", file=sys.stderr)
+        return 2
+    if os.path.exists(args.output) and not args.force:
+        print(f"{PROG}: error: {args.output} exists; it is kept (--force replaces it)", file=sys.stderr)
         return 2
     try:
         data = load_checkpoint(args.checkpoint)

@@ -146,7 +146,7 @@ def parse(argv: list[str], resuming: bool = False) -> tuple[OneLineParser, argpa
         p.error(f"--seconds must be positive, got {args.seconds}")
     elif args.out is None:
         p.error("--out is required: the folder the sweep's runs go to")
-    elif os.path.exists(args.out) and not os.path.isdir(args.out):
+    elif os.path.exists(args.out) and not os.path.isdir(args.out) and not resuming:
         p.error(f"--out {args.out} is a file, not a folder")
     elif run_dirs(args.out) and not resuming:
         p.error(f"{args.out} already holds runs: give a new --out rather than mix sweeps (or --report {args.out})")

@@ -26,7 +26,8 @@ def test_try_write_finds_a_bad_output_path_and_leaves_nothing(tmp_path):
     (tmp_path / "kept.json").write_text("a user's file")
     try_write(tmp_path / "kept.json")
     assert (tmp_path / "kept.json").read_text() == "a user's file"
-    for bad in (tmp_path / "no_such_folder" / "x.json", tmp_path / "kept.json" / "x.json"):
+    (tmp_path / "a_folder").mkdir()
+    for bad in (tmp_path / "no_such_folder" / "x.json", tmp_path / "kept.json" / "x.json", tmp_path / "a_folder"):
         try:
             try_write(bad)
         except OSError:
