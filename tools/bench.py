@@ -71,6 +71,11 @@ STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "natur
 TOKENS = ("bf16", "nocl", "batched", "impala", "server", *REPLAYS, "running", "scale")  # and eliteN
 
 
+def is_scored_elite(token: str) -> bool:
+    """``eliteN``: elite sampling scoring each unroll's first N steps."""
+    return token.startswith("elite") and token[len("elite"):].isdigit()
+
+
 def parse_config(text: str) -> dict:
     """A ``--configs`` entry (``model:envs_per_worker[:token...]``) as the settings of one measured configuration;
     ValueError names what in it is not one."""
@@ -79,12 +84,11 @@ def parse_config(text: str) -> dict:
         raise ValueError(f"--configs {text}: the model {parts[0]!r} is none of {', '.join(MODELS)}")
     if len(parts) > 1 and not (parts[1].isdigit() and int(parts[1]) > 0):
         raise ValueError(f"--configs {text}: environments per worker {parts[1]!r} is not a whole number above 0")
-    unknown = [part for part in parts[2:] if part not in TOKENS and not (part.startswith("elite")
-                                                                         and part[len("elite"):].isdigit())]
+    unknown = [part for part in parts[2:] if part not in TOKENS and not is_scored_elite(part)]
     if unknown:
         raise ValueError(f"--configs {text}: {', '.join(map(repr, unknown))} is none of {', '.join(TOKENS)}, eliteN")
     model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
-    scored = [part for part in parts[2:] if part.startswith("elite") and part[len("elite"):].isdigit()]
+    scored = [part for part in parts[2:] if is_scored_elite(part)]
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
             "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
             "train_forward": "batched" if "batched" in parts[2:] else "stepped",

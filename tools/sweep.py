@@ -146,13 +146,14 @@ def parse(argv: list[str], resuming: bool = False) -> tuple[OneLineParser, argpa
         p.error(f"--seconds must be positive, got {args.seconds}")
     elif args.out is None:
         p.error("--out is required: the folder the sweep's runs go to")
-    elif os.path.exists(args.out) and not os.path.isdir(args.out) and not resuming:
-        p.error(f"--out {args.out} is a file, not a folder")
-    elif run_dirs(args.out) and not resuming:
-        p.error(f"{args.out} already holds runs: give a new --out rather than mix sweeps (or --report {args.out})")
-    elif os.path.isdir(args.out) and os.listdir(args.out) and not resuming:
-        p.error(f"{args.out} already holds files: give a new or empty --out (--resume {args.out} continues a sweep "
-                f"that was cut short)")
+    elif not resuming:  # a new sweep's folder: none yet, or an empty one
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            p.error(f"--out {args.out} is a file, not a folder")
+        if run_dirs(args.out):
+            p.error(f"{args.out} already holds runs: give a new --out rather than mix sweeps (or --report {args.out})")
+        if os.path.isdir(args.out) and os.listdir(args.out):
+            p.error(f"{args.out} already holds files: give a new or empty --out (--resume {args.out} continues a "
+                    f"sweep that was cut short)")
     return p, args
 
 
