@@ -1,7 +1,8 @@
 """Files that are never half-written, and names that are safe as file names.
 
 A write goes to a temporary file beside the target, is fsynced and renamed over it: a reader sees the old file or
-the new one, never half of one. Checkpoints, model files, ``summary.json`` and recordings' metadata use it.
+the new one, never half of one. Checkpoints, model files, ``args.json``, ``summary.json``, the start of
+``progress.csv`` and ``games.csv`` (a branch's copies the parent's rows) and recordings' metadata use it.
 """
 
 import errno
@@ -41,16 +42,17 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> None:
 
 
 def _atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object],
-                  keep_previous_as: str | None = None) -> None:
+                  keep_previous_as: str | None = None, fault: str = "save_enospc") -> None:
     """Write through ``write(file)`` to a temporary file beside ``path``, fsync it, then rename it over ``path``: a
     reader sees the old file or the new one, never half of one. On any error the temporary file is removed and the
-    old file is left as it was. ``keep_previous_as`` keeps the old file under that name first (``keep_as``)."""
+    old file is left as it was. ``keep_previous_as`` keeps the old file under that name first (``keep_as``).
+    ``fault``: the name under which tests make this write find the disk full (``core.faults``)."""
     path = os.fspath(path)
     tmp = temporary_name(path)
     try:
         with open(tmp, "wb") as f:
             write(f)
-            if injected_fault("save_enospc"):
+            if injected_fault(fault):
                 f.flush()
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
             f.flush()
@@ -108,9 +110,9 @@ def try_write(path: str | os.PathLike) -> None:
     os.remove(probe)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike, text: str, fault: str = "save_enospc") -> None:
     """A text file (JSON, CSV) that a crash never leaves half-written."""
-    _atomic_write(path, lambda f: f.write(text.encode()))
+    _atomic_write(path, lambda f: f.write(text.encode()), fault=fault)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

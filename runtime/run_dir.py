@@ -12,12 +12,13 @@ stay whole.
 import argparse
 import csv
 import datetime
+import io
 import json
 import math
 import os
 
 from core.errors import BadInput
-from core.files import env_file_name
+from core.files import atomic_write_text, env_file_name
 from runtime.checkpoints import frames_on_disk
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
@@ -135,14 +136,16 @@ def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str,
         "export_model": os.path.join(args.save_model_dir, f"{name}.pt") if args.save_model_dir else None,
         "log_file": os.path.join(args.log_dir, f"{name}_log"),
     }
-    with open(os.path.join(args.run_dir, "args.json"), "w") as f:
-        json.dump(vars(args), f, indent=2, sort_keys=True)
+    # whole or not at all (a resume in place rewrites args.json; a branch's CSVs start with its parent's rows)
+    atomic_write_text(os.path.join(args.run_dir, "args.json"), json.dumps(vars(args), indent=2, sort_keys=True),
+                      fault="start_enospc")
     for name, fields in CSV_FILES.items():
         path = os.path.join(args.run_dir, name)
         if resumed is None or not os.path.exists(path):
             rows = parent_rows(args, resumed, name, fields) if resumed is not None else []
-            with open(path, "w", newline="") as f:
-                csv.writer(f).writerows([fields] + rows)
+            text = io.StringIO()
+            csv.writer(text).writerows([fields] + rows)
+            atomic_write_text(path, text.getvalue(), fault="start_enospc")
     return paths
 
 

@@ -4,6 +4,7 @@ systems without hard links."""
 import csv
 import errno
 import hashlib
+import json
 import math
 import os
 import shutil
@@ -203,6 +204,28 @@ def test_a_branch_starts_with_its_parents_rows_up_to_the_resumed_state(tmp_path)
     assert progress_frames(run) == [50.0, 100.0, 150.0]
     assert progress_frames(tmp_path / "branch", "games.csv", GAMES_FIELDS) == [20.0, 90.0]
     assert progress_frames(run, "games.csv", GAMES_FIELDS) == [20.0, 90.0, 120.0]
+
+
+def test_a_start_that_finds_the_disk_full_leaves_every_file_whole(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    args = SimpleNamespace(run_dir=str(run), resume=None, save_model_dir=None, log_dir=str(tmp_path / "logs"),
+                           env="CartPole-v1", seed=1)
+    prepare_run_dir(args, None)
+    written = {name: (run / name).read_bytes() for name in ("args.json", "progress.csv", "games.csv")}
+    assert json.loads(written["args.json"])["seed"] == 1
+    assert written["progress.csv"] == (",".join(PROGRESS_FIELDS) + "\r\n").encode()  # the header csv writes
+    monkeypatch.setenv("A3G_FAULT", "start_enospc")
+    # a resume in place writes args.json again: the disk is full, so the run's first args.json stays as it was
+    args.seed, args.resume = 2, str(run)
+    with pytest.raises(OSError, match="No space left"):
+        prepare_run_dir(args, {"frames": 100.0})
+    assert {name: (run / name).read_bytes() for name in written} == written
+    # a fresh run: no file half-written, no temporary file left
+    fresh = tmp_path / "fresh"
+    args.run_dir, args.resume = str(fresh), None
+    with pytest.raises(OSError, match="No space left"):
+        prepare_run_dir(args, None)
+    assert sorted(p.name for p in run.iterdir()) == sorted(written) and list(fresh.iterdir()) == []
 
 
 def test_a_resumed_evaluator_starts_its_mean_with_the_runs_last_games(tmp_path):
