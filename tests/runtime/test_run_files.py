@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from conftest import ROOT, read_json, run_main
+from runtime import run_dir
 from runtime.checkpoints import CheckpointWriter, model_file
 from runtime.evaluator import kept_note, may_replace
 from runtime.run_dir import GAMES_FIELDS, PROGRESS_FIELDS, branches, choose_run_dir, prepare_run_dir, recent_returns
@@ -226,6 +227,22 @@ def test_a_start_that_finds_the_disk_full_leaves_every_file_whole(tmp_path, monk
     with pytest.raises(OSError, match="No space left"):
         prepare_run_dir(args, None)
     assert sorted(p.name for p in run.iterdir()) == sorted(written) and list(fresh.iterdir()) == []
+
+
+def test_a_branch_whose_csv_finds_the_disk_full_leaves_no_half_of_its_parents_rows(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "progress.csv").write_text(",".join(PROGRESS_FIELDS) + "\n" + "1.0,50,1,9,9,9,9\n" * 500)
+    args = SimpleNamespace(run_dir=str(tmp_path / "branch"), resume=str(run / "checkpoint-100.pt"),
+                           save_model_dir=None, log_dir=str(tmp_path / "logs"), env="CartPole-v1")
+    # the disk is full for the CSVs' writes alone (args.json goes through)
+    write = run_dir.atomic_write_text
+    monkeypatch.setattr(run_dir, "atomic_write_text",
+                        lambda path, text, fault: write(path, text, "csv_full" if path.endswith(".csv") else fault))
+    monkeypatch.setenv("A3G_FAULT", "csv_full")
+    with pytest.raises(OSError, match="No space left"):
+        prepare_run_dir(args, {"frames": 100.0})
+    assert [p.name for p in (tmp_path / "branch").iterdir()] == ["args.json"]  # no CSV, whole or half, no temporary
 
 
 def test_a_resumed_evaluator_starts_its_mean_with_the_runs_last_games(tmp_path):
