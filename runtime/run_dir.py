@@ -10,6 +10,7 @@ stay whole.
 """
 
 import argparse
+import contextlib
 import csv
 import datetime
 import io
@@ -136,16 +137,30 @@ def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str,
         "export_model": os.path.join(args.save_model_dir, f"{name}.pt") if args.save_model_dir else None,
         "log_file": os.path.join(args.log_dir, f"{name}_log"),
     }
-    # whole or not at all (a resume in place rewrites args.json; a branch's CSVs start with its parent's rows)
-    atomic_write_text(os.path.join(args.run_dir, "args.json"), json.dumps(vars(args), indent=2, sort_keys=True),
-                      fault="start_enospc")
-    for name, fields in CSV_FILES.items():
-        path = os.path.join(args.run_dir, name)
-        if resumed is None or not os.path.exists(path):
-            rows = parent_rows(args, resumed, name, fields) if resumed is not None else []
-            text = io.StringIO()
-            csv.writer(text).writerows([fields] + rows)
-            atomic_write_text(path, text.getvalue(), fault="start_enospc")
+    # each file whole or not at all (a resume in place rewrites args.json; a branch's CSVs start with its parent's
+    # rows), and a start that fails removes the files it made, so that the same command can run again
+    made = []
+    try:
+        for name, fields in {"args.json": None, **CSV_FILES}.items():
+            path = os.path.join(args.run_dir, name)
+            existed = os.path.exists(path)
+            if fields is None:
+                text = json.dumps(vars(args), indent=2, sort_keys=True)
+            elif resumed is None or not existed:
+                rows = parent_rows(args, resumed, name, fields) if resumed is not None else []
+                buffer = io.StringIO()
+                csv.writer(buffer).writerows([fields] + rows)
+                text = buffer.getvalue()
+            else:
+                continue  # in place: the file as it is
+            atomic_write_text(path, text, fault="start_enospc")
+            if not existed:
+                made.append(path)
+    except OSError:
+        for path in made:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        raise
     return paths
 
 

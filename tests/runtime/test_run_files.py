@@ -242,7 +242,9 @@ def test_a_branch_whose_csv_finds_the_disk_full_leaves_no_half_of_its_parents_ro
     monkeypatch.setenv("A3G_FAULT", "csv_full")
     with pytest.raises(OSError, match="No space left"):
         prepare_run_dir(args, {"frames": 100.0})
-    assert [p.name for p in (tmp_path / "branch").iterdir()] == ["args.json"]  # no CSV, whole or half, no temporary
+    # no CSV, whole or half, no temporary file, and not the args.json it wrote: the folder holds no run
+    assert list((tmp_path / "branch").iterdir()) == []
+    assert not run_dir.holds_run(str(tmp_path / "branch"))
 
 
 def test_a_resumed_evaluator_starts_its_mean_with_the_runs_last_games(tmp_path):
