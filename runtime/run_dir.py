@@ -139,20 +139,18 @@ def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str,
     }
     # each file whole or not at all (a resume in place rewrites args.json; a branch's CSVs start with its parent's
     # rows), and a start that fails removes the files it made, so that the same command can run again
+    texts = {"args.json": json.dumps(vars(args), indent=2, sort_keys=True)}
+    for name, fields in CSV_FILES.items():
+        if resumed is None or not os.path.exists(os.path.join(args.run_dir, name)):  # in place: the file as it is
+            rows = parent_rows(args, resumed, name, fields) if resumed is not None else []
+            buffer = io.StringIO()
+            csv.writer(buffer).writerows([fields] + rows)
+            texts[name] = buffer.getvalue()
     made = []
     try:
-        for name, fields in {"args.json": None, **CSV_FILES}.items():
+        for name, text in texts.items():
             path = os.path.join(args.run_dir, name)
             existed = os.path.exists(path)
-            if fields is None:
-                text = json.dumps(vars(args), indent=2, sort_keys=True)
-            elif resumed is None or not existed:
-                rows = parent_rows(args, resumed, name, fields) if resumed is not None else []
-                buffer = io.StringIO()
-                csv.writer(buffer).writerows([fields] + rows)
-                text = buffer.getvalue()
-            else:
-                continue  # in place: the file as it is
             atomic_write_text(path, text, fault="start_enospc")
             if not existed:
                 made.append(path)
