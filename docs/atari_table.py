@@ -192,11 +192,11 @@ PROBE_BUDGETS = (500_000, 1_000_000, 1_500_000, 2_000_000)
 PROBES = """## Probes: 2M frames of each game
 
 Before the 20M-frame runs, one short run of each game with the defaults (`python -m tools.sweep --runs 1 --frames
-2000000 -- --env <Game>NoFrameskip-v4`), to find what breaks: a crop that cuts the playfield, FIRE and life
-handling, a game that never ends, an evaluator that does not score. Rebuilt from `{folder}/`; one run each, so they
-say whether a game starts to learn, not how well it learns. Min entropy: worker 0's lowest policy entropy in the
-first 500k frames (uniform: ln of the number of actions). Frames/s: the probes shared the machine with other work
-part of the time, so they are not speed measurements (BENCHMARKS.md has those).
+2000000 --out sweeps/probes/<Game> -- --env <Game>NoFrameskip-v4`), to find what breaks: a crop that cuts the
+playfield, FIRE and life handling, a game that never ends, an evaluator that does not score. Rebuilt from
+`{folder}/`; one run each, so they say whether a game starts to learn, not how well it learns. Min entropy: worker
+0's lowest policy entropy in the first 500k frames (uniform: ln of the number of actions). Frames/s: the probes
+shared the machine with other work part of the time, so they are not speed measurements (BENCHMARKS.md has those).
 
 """
 
