@@ -393,7 +393,7 @@ def test_pendulum_run_saves_resumes_and_evaluates(algo, tmp_path):
 
     before = read_json(tmp_path / "run" / "summary.json")
     frames = before["frames"]
-    # --max-seconds counts the run's time in all: 5 s past the first part's
+    # --max-seconds counts this invocation's time alone: as long as the first part ran, and 5 s more
     resumed = run_main(*PENDULUM, "--resume", tmp_path / "run", "--max-seconds", before["seconds"] + 5, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = read_json(tmp_path / "run" / "summary.json")

@@ -276,8 +276,8 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
     branch_games = 0
     for archive in archives:
         frames = int(archive.stem.split("-")[1])
-        # a time budget: a frame budget could end the branch before a loaded machine's evaluator played a game;
-        # --max-seconds counts the run's time in all, so 8 s past the archive's, and no frame budget
+        # a time budget, no frame budget: a frame budget could end the branch before a loaded machine's evaluator
+        # played a game; --max-seconds counts this invocation's time alone: as long as the archive's run had, 8 s more
         seconds = torch.load(archive, weights_only=True)["seconds"]
         result = run_main("--resume", archive, "--max-seconds", seconds + 8, "--max-frames", 10 ** 9, *logs,
                           timeout=300)
@@ -292,7 +292,7 @@ def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_p
         assert progress_frames(branch)[: len(parent)] == parent
         branch_games += len(progress_frames(branch)) - len(parent)
     before = read_json(run / "summary.json")["frames"]
-    # the newest state: in place, 4,000 frames past the first run's budget (--max-seconds counts the run's time in all)
+    # the newest state: in place, 4,000 frames past where the first run stopped
     resumed = run_main("--resume", run, "--max-frames", before + 4000, *logs, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert read_json(run / "summary.json")["frames"] > before
