@@ -297,7 +297,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "instead of starting a local cluster for the run")
 
     add = p.add_argument_group('limits', 'when the run stops').add_argument
-    add("--max-frames", type=int, default=None, help="stop after this many frames in total (resumed ones included)")
+    add("--max-frames", type=int, default=None,
+        help="stop after this many frames in total (resumed ones included); the rollouts under way finish, so a run "
+             "ends a few rollouts past it")
     add("--max-seconds", type=float, default=None, help="stop after this many seconds of this invocation")
     add("--stop-score", type=float, default=None, help="stop ('solved') when the evaluator's mean reaches this")
     add("--score-window", type=int, default=10, help="evaluator games in the mean that --stop-score tests")
