@@ -89,10 +89,11 @@ def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):
     # --resume with no other flags continues the same run: same env, same directory, frame count carried over.
     # The budget is set past where the first run stopped: workers finish the rollouts they are in when the
     # supervisor sees --max-frames, so a run ends some rollouts (640 frames each here) beyond it.
-    target = int(checkpoint["frames"]) + 3000
+    first_frames = int(checkpoint["frames"])
+    target = first_frames + 3000
     second = run_main("--resume", run, "--max-frames", str(target), timeout=600)
     assert second.returncode == 0, second.stderr[-2000:]
-    assert f"resumed at {int(checkpoint['frames'])} frames" in second.stdout
+    assert f"resumed at {first_frames} frames" in second.stdout
     resumed = torch.load(run / "checkpoint.pt", weights_only=True)
     assert resumed["frames"] >= target
     assert resumed["optimizer"]["state"][0]["step"] > checkpoint["optimizer"]["state"][0]["step"]
