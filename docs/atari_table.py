@@ -311,7 +311,7 @@ games re-run with it). The earlier runs of the games re-run with today's fall (a
 tenth, the defaults in between) are rows of "Beyond the defaults" below.
 
 How the scores are taken: the evaluator's greedy policy (the argmax of the policy) plays whole games (all lives, raw
-points, 0-30 no-op starts, games cut at `--max-episode-length` 10,000 agent steps), pressing FIRE after a lost life
+points, 1-30 no-op starts, games cut at `--max-episode-length` 10,000 agent steps), pressing FIRE after a lost life
 in the games that wait for it, as training's reset does; a return at N frames is the evaluator's running mean (over
 `--score-window`, 10 games) at its last game at or before N frames of training. Training games: the mean of the last
 100 games the workers finished at or before N frames (`games.csv`: the sampled policy, whole games across lost lives,

@@ -2,7 +2,7 @@
 
 Three families of ids (``family``: atari, retro, classic), Atari's in two kinds:
 - ``*NoFrameskip-v4`` (and other Atari ids whose emulator does not skip): the emulator steps one frame at a time and
-  we add the classic pipeline: 0-30 no-op starts, action repeat of ``skip_rate`` frames with a max over the last two
+  we add the classic pipeline: 1-30 no-op starts, action repeat of ``skip_rate`` frames with a max over the last two
   (flicker removal), life loss as episode end (training only), FIRE at reset where the game needs it (and, in whole
   games, after a lost life, as training's reset presses it), a per-game crop to gray uint8 frames, stacked
   (``frames.py``, shared with retro games; the network normalises them, or ``--frame-norm running`` does here).

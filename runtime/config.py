@@ -202,7 +202,7 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "mlp/mlplstm")
     add("--bf16", action=argparse.BooleanOptionalAction, default=AUTO,
         help="bfloat16 autocast for the forward passes of A3G's workers and IMPALA's actors and learner (faster, "
-             "less exact); auto: on for Atari on a "
+             "less exact); auto: on for Atari and retro games on a "
              "CPU-only machine whose CPU has native bf16, else off")
     add("--obs-norm", action=argparse.BooleanOptionalAction, default=AUTO,
         help="normalise vector observations by a running mean and variance kept in the network (mlp, mlplstm; "
@@ -258,7 +258,7 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "answers every actor's steps in batches, on the GPU when there is one); auto: local on a CPU-only "
              "machine (measured faster there), server with GPUs")
     add("--inference-batch", type=int, default=0,
-        help="IMPALA: most observations in one forward pass, 0 (the default) for every actor's envs; needs "
+        help="IMPALA: most observations in one forward pass, 0 for every actor's envs; needs "
              "--inference server")
     add("--inference-wait", type=float, default=1.0,
         help="IMPALA: most milliseconds to wait for more actors once one has asked; needs --inference server")

@@ -86,6 +86,13 @@ def test_help_prints_each_default_once():
     assert not twice, twice
 
 
+def test_help_shows_a_zero_default_and_none_for_an_unset_flag():
+    """0 == False in Python: a default of 0 is a value to show, not a switch that is off."""
+    blocks = {block.split()[0]: block for block in re.split(r"\n(?=  -)", build_parser().format_help())}
+    assert "(default: 0.0)" in blocks["--momentum"] and "(default: 0)" in blocks["--evaluator-nice"]
+    assert "(default:" not in blocks["--resume"] + blocks["--eval-stochastic"]  # None, and a switch that is off
+
+
 FAMILIES = {"Atari": "atari", "classic control": "classic", "retro games": "retro",
             "continuous control": "continuous"}
 
