@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from core.cli import HelpFormatter, OneLineParser
+from core.cli import HelpFormatter, OneLineParser, random_seed
 from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, BadInput
 from core.files import atomic_write_text, env_file_name, try_write
 from core.hardware import missing_gpus
@@ -105,7 +105,7 @@ def build_parser() -> OneLineParser:
     add("-nge", "--new-gym-eval", action="store_true",
         help="also write a monitor record into <log-dir>/<env>_monitor/: stats.json (gym Monitor format) and "
              "videos of games 0, 1, 8, 27, ... (gymnasium RecordVideo's schedule)")
-    add("-s", "--seed", type=int, default=1, help="seed of the environment (and of --stochastic sampling)")
+    add("-s", "--seed", type=random_seed, default=1, help="seed of the environment (and of --stochastic sampling)")
     add("-gp", "--gpu-id", type=int, default=-1, help="GPU to run the network on; -1 = CPU")
     add("-hs", "--hidden-size", type=positive_int, default=None,
         help="LSTM size; read from the model file, so only a check (a different value is an error)")
@@ -141,9 +141,7 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
         check_env_id(args.env)  # an unknown id (or a retro game without its ROM) fails here, before any file is read
     path = model_path(args)
     data = load_checkpoint(path)  # a model file, or a checkpoint, whose weights and env are read the same way
-    env_dict = data.get("env")
-    if not isinstance(env_dict, dict) or not isinstance(env_dict.get("env_id"), str):
-        raise BadInput(f"{path} does not say which environment it was trained on (no 'env' entry)")
+    env_dict = data["env"]  # load_checkpoint checked the entries it reads
     saved_env = env_dict["env_id"]
     if args.env is None:
         module = saved_env.split(":", 1)[0] if ":" in saved_env else None
@@ -169,8 +167,6 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
                      f"{f' (and {len(later) - 1} more)' if len(later) > 1 else ''}: this plays the weights of {run} "
                      f"itself; give --model-path {newest} for the branch's")
     meta = data["model_meta"]
-    if not isinstance(meta, dict):
-        raise BadInput(f"{path} has an unreadable 'model_meta' entry")
     if (args.hidden_size is not None and meta.get("model") in RECURRENT_MODELS
             and args.hidden_size != meta.get("hidden_size")):  # feed-forward networks have no hidden size
         raise BadInput(f"--hidden-size {args.hidden_size} does not match the model's {meta.get('hidden_size')} "
@@ -178,7 +174,11 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
     if args.max_episode_length is not None:
         settings.max_episode_length = args.max_episode_length
     atari = is_atari(args.env)
-    if args.skip_rate is not None and family(args.env) in ("atari", "retro") and args.skip_rate != settings.skip_rate:
+    if args.env_config is not None and not atari:
+        raise BadInput(f"--env-config is the crop of Atari frames; {args.env} is not an Atari game")
+    if args.skip_rate is not None and family(args.env) not in ("atari", "retro"):
+        raise BadInput(f"--skip-rate is for Atari and retro games; {args.env} is not one")
+    if args.skip_rate is not None and args.skip_rate != settings.skip_rate:
         notes.append(f"--skip-rate {args.skip_rate} overrides the model's {settings.skip_rate}")
         settings.skip_rate = args.skip_rate
     if args.state is not None:

@@ -37,7 +37,7 @@ from impala.replay import check_run_memory
 from impala.shm import impala_roles
 from model import build_model, describe_network, fast_layout, flatten_parameters, set_log_std
 from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
-from runtime.config import validate
+from runtime.config import check_budget_left, validate
 from runtime.context import RunContext
 from runtime.processes import evaluator_shares
 from runtime.progress import Progress, TrainingGames
@@ -63,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """main.py's command: check the input, start (or join) a Ray cluster if asked, run; returns the exit code."""
     try:
         args, settings, meta, resumed, loaded = validate(sys.argv[1:] if argv is None else argv)
+        if resumed is not None:
+            check_budget_left(resumed, args)
         if args.algo == "impala":  # the replays' size needs the observation's shape, known only now
             check_run_memory(args, settings, meta)
     except BAD_INPUT_ERRORS as exc:
@@ -99,8 +101,15 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     # in the replicas' layout, its parameters views of one flat shared buffer: a replica syncs in one copy
-    shared_model = fast_layout(build_model(meta), meta, args.channels_last)
-    flatten_parameters(shared_model, shared=True)
+    try:
+        shared_model = fast_layout(build_model(meta), meta, args.channels_last)
+        flatten_parameters(shared_model, shared=True)
+    except (MemoryError, RuntimeError) as exc:
+        if not isinstance(exc, MemoryError) and "allocate" not in str(exc):
+            raise
+        print(f"main.py: error: the network ({describe_network(meta)}) does not fit in memory: lower --hidden-size",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     optimizer = None
     if args.shared_optimizer:
         optimizer = optimizer_for(args, shared_model.parameters(), True)

@@ -17,6 +17,20 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 
+SEED_LIMIT = 2**31  # each process adds its rank, and each environment 10007 x its index: numpy's seeds end at 2**32
+
+
+def random_seed(text: str) -> int:
+    """argparse type of a seed: an integer in [0, 2**31)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**31), got {value}")
+    return value
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """``--help`` with each flag's default, printed once: a help text that already says its default (``default:``
     or ``auto:``) is left as it is, and a flag without a default (None, or a switch that is off) shows none."""

@@ -96,18 +96,20 @@ def system_of(env_id: str) -> str:
     return env_id.rsplit("-", 2)[-2]
 
 
-def state_path(env_id: str, state: str | None) -> str | None:
+def state_path(env_id: str, state: str | None, flag: str = "--state") -> str | None:
     """One ``--state`` entry: a path to a ``.state`` file, or the name of one in the game's integration folder."""
     if state is None:
         return None
     if os.path.isfile(state):
+        if not state.endswith(".state"):  # stable-retro would look for <state>.state instead
+            raise BadInput(f"{flag} {state!r}: stable-retro reads save states from files named *.state; rename it")
         return os.path.abspath(state)
     r = retro()
     name = state if state.endswith(".state") else state + ".state"
     path = r.data.get_file_path(env_id, name, r.data.Integrations.DEFAULT)
     if path is None:
         known = r.data.list_states(env_id, r.data.Integrations.DEFAULT)
-        raise BadInput(f"--state {state!r}: no such file, and {env_id} has no state of that name "
+        raise BadInput(f"{flag} {state!r}: no such file, and {env_id} has no state of that name "
                          f"(it has: {', '.join(known) or 'none'})")
     return path
 
@@ -125,7 +127,7 @@ def state_paths(env_id: str, states: str | list[str] | None, flag: str = "--stat
                 raise BadInput(f"{flag} {entry!r}: a folder without .state files")
             paths += [os.path.abspath(path) for path in found]
         else:
-            paths.append(state_path(env_id, entry))
+            paths.append(state_path(env_id, entry, flag))
     for path in paths:
         read_state(path)  # an unreadable file is one line now, not a crash in every worker
     return paths

@@ -72,7 +72,27 @@ def load_checkpoint(path: str | os.PathLike, kind: str | None = None) -> dict:
         raise BadInput(f"{path} holds a {data.get('kind')!r}, not a {kind!r}")
     if not isinstance(data.get("state_dict"), dict):
         raise BadInput(f"{path} holds no model weights")
+    check_entries(data, path)
     return data
+
+
+COUNTERS = ("frames", "episodes", "eval_episodes", "seconds", "best_return", "best_mean_return", "return")
+
+
+def check_entries(data: dict, path: str) -> None:
+    """The entries every reader of a checkpoint or model file relies on, of the types a3g writes (a file made or
+    edited by hand is refused in one line, not a crash in whichever reader meets the entry first)."""
+    env = data.get("env")
+    if not isinstance(env, dict) or not isinstance(env.get("env_id"), str):
+        raise BadInput(f"{path} does not say which environment it was trained on (no 'env' entry)")
+    meta = data["model_meta"]
+    if not isinstance(meta, dict) or not isinstance(meta.get("model"), str):
+        raise BadInput(f"{path} has an unreadable 'model_meta' entry (no network named)")
+    if data.get("args") is not None and not isinstance(data["args"], dict):
+        raise BadInput(f"{path} has an unreadable 'args' entry")
+    wrong = [key for key in COUNTERS if key in data and not isinstance(data[key], (int, float))]
+    if wrong:
+        raise BadInput(f"{path} has an unreadable {wrong[0]!r} entry (not a number)")
 
 
 def check_compatible(data: dict, path: str, env_id: str, meta: dict) -> None:

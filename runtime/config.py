@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 import numpy as np
 import torch
 
-from core.cli import HelpFormatter, OneLineParser
+from core.cli import HelpFormatter, OneLineParser, random_seed
 from core.errors import BadInput
 from core.files import env_file_name
 from core.hardware import cpu_has_native_bf16, missing_gpus
@@ -189,7 +189,7 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="clip the gradient norm per update (0 = off); auto: 40 for Atari, off for the other families")
     add("--max-nonfinite", type=int, default=100,
         help="non-finite updates in a row (each skipped) after which the run stops as diverged")
-    add("-s", "--seed", type=int, default=1, help="random seed; worker rank r uses seed + r")
+    add("-s", "--seed", type=random_seed, default=1, help="random seed; worker rank r uses seed + r")
     add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
         help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
 
@@ -621,6 +621,15 @@ def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> 
     meta = model_meta(name, obs_shape, num_actions, args.hidden_size, policy, args.obs_norm, uint8, args.frame_norm,
                       args.log_std, args.critic)
     return settings, meta, frames_per_step(args.env, args.skip_rate)
+
+
+def check_budget_left(resumed: dict, args: argparse.Namespace) -> None:
+    """A resume that could train nothing (its checkpoint already at or past --max-frames, given now or saved) is
+    refused: it would start every process only to stop them and rewrite the run's files."""
+    done = resumed.get("frames", 0)
+    if args.max_frames is not None and isinstance(done, (int, float)) and done >= args.max_frames:
+        raise BadInput(f"{args.resume} is at {int(done):,} frames, already at --max-frames {args.max_frames:,}: give "
+                       f"a larger --max-frames to train on")
 
 
 def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict, dict | None, dict | None]:

@@ -232,6 +232,10 @@ BAD = {
     "render-freq not a number": ["--env", "CartPole-v1", "-lmd", "{tmp}", "-rf", "x"],
     "hidden size mismatch": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--hidden-size", "64"],
     "missing GPU": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--gpu-id", "99"],
+    "negative seed": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--seed", "-1"],
+    "--skip-rate for a game without frames": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--skip-rate", "7"],
+    "--env-config for a game that is not Atari": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--env-config",
+                                                  "envs/atari.json"],
     # found before any game: the results of a long evaluation are never lost to a path that cannot take them
     "--json where no file can be written": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json", "/proc/a3g.json"],
     "--json a folder": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json", "{tmp}/empty"],
@@ -310,6 +314,10 @@ def test_export_model_from_a_run_then_evaluate(cartpole_run, tmp_path):
         assert over.returncode == 2 and "training state" in over.stderr and "--force replaces" not in over.stderr
         assert len(over.stderr.strip().splitlines()) == 1
     assert (tmp_path / "checkpoint.pt").read_bytes() == state
+    # nor the model file it exports (--bf16 would round the only copy of its weights)
+    itself = subprocess.run([*command("export_model"), str(out), str(out), "--force", "--bf16"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert itself.returncode == 2 and "is the file being exported" in itself.stderr and out.read_bytes() == exported
     forced = subprocess.run([*command("export_model"), str(cartpole_run / "run"), str(out), "--force", "--bf16"],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert forced.returncode == 0 and out.read_bytes() != exported, forced.stderr

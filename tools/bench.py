@@ -42,10 +42,11 @@ import torch
 import torch.multiprocessing as mp
 
 from core.cli import OneLineParser
+from core.errors import BadInput
 from core.files import atomic_write_text, try_write
-from core.hardware import device_for, usable_cores
+from core.hardware import device_for, missing_gpus, usable_cores
 from core.timing import phase_split
-from envs.environment import EnvSettings, frames_per_step, make_env
+from envs.environment import EnvSettings, check_env_id, frames_per_step, make_env
 from impala.shm import impala_roles
 from model import FRAME_FORMAT, MODELS, build_model, fast_layout, flatten_parameters, obs_dtype
 from runtime.config import cpu_share, default_gpu_ids, validate
@@ -261,6 +262,16 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="seconds, not minutes: one configuration, short phases")
     p.add_argument("--json", default="bench.json", help="write the results here")
     args = p.parse_args()
+    if args.workers < 1 or not (args.seconds > 0 and args.warmup >= 0 and args.emulator_seconds > 0):
+        p.error("--workers and --seconds must be positive, --warmup >= 0 and --emulator-seconds > 0")
+    try:
+        check_env_id(args.env)
+    except BadInput as exc:
+        p.error(str(exc))
+    if args.gpu_ids != [-1]:
+        missing, count = missing_gpus(args.gpu_ids)
+        if missing:
+            p.error(f"--gpu-ids {missing} not available: this machine has {count} CUDA device(s) (-1: the CPU)")
     if args.quick:
         args.configs = args.configs if args.configs != STANDARD else ["a3clstm:2"]
         args.seconds, args.warmup, args.emulator_seconds = 3.0, 2.0, 1.0

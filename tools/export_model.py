@@ -41,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {args.output} holds a run's training state (a checkpoint): it is kept, --force or not; "
               f"give another file name", file=sys.stderr)
         return 2
+    source = os.path.join(args.checkpoint, "checkpoint.pt") if os.path.isdir(args.checkpoint) else args.checkpoint
+    if os.path.isfile(args.output) and os.path.isfile(source) and os.path.samefile(args.output, source):
+        print(f"{PROG}: error: {args.output} is the file being exported: it is kept, --force or not; give another "
+              f"file name", file=sys.stderr)
+        return 2
     if os.path.exists(args.output) and not args.force:
         print(f"{PROG}: error: {args.output} exists; it is kept (--force replaces it)", file=sys.stderr)
         return 2

@@ -213,10 +213,14 @@ def check_output(output: str) -> None:
             raise BadInput(f"-o {output} exists and is no PNG: it is kept; give another file name")
 
 
+MAX_DPI = 1200  # a 14,400-pixel-wide PNG; far more would take minutes and gigabytes to draw
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.dpi <= 0:
-        print(f"{PROG}: error: --dpi must be positive, got {args.dpi}", file=sys.stderr)
+    if not 0 < args.dpi <= MAX_DPI:
+        print(f"{PROG}: error: --dpi must be in 1..{MAX_DPI} (the figure is 12 inches wide), got {args.dpi}",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     output = args.output
     if output is None:

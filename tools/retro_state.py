@@ -25,6 +25,7 @@ import numpy as np
 
 from core.cli import OneLineParser
 from core.errors import BadInput
+from core.files import atomic_write_bytes, try_write
 from envs import retro_env
 
 PROG = "python -m tools.retro_state"  # how the command is run, for its messages
@@ -76,10 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--game", default=GAME, choices=[GAME], help="the game (a3g has one such recipe)")
     p.add_argument("--out", default=None, help="state file (default: the integration's MarioCircuit1.state)")
     args = p.parse_args(argv)
+    out = args.out or os.path.join(retro_env.INTEGRATIONS, args.game, STATE_NAME + ".state")
     try:
         retro_env.check_rom(args.game)
+        if os.path.exists(out):
+            raise BadInput(f"{out} exists and is kept: give another --out (or remove it to make it again)")
+        try_write(out)  # before the menus are played, not after
     except BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{PROG}: error: --out {out} cannot be written ({exc.strerror or exc})", file=sys.stderr)
         return 2
     r = retro_env.retro()
     env = r.make(args.game, state=r.State.NONE, use_restricted_actions=r.Actions.ALL, render_mode="rgb_array")
@@ -91,8 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         info = press(env, buttons, None, 0, 10)
         if info.get("race_phase") == COUNTDOWN_PHASE:
             break
-    folder = os.path.join(retro_env.INTEGRATIONS, args.game)
-    out = args.out or os.path.join(folder, STATE_NAME + ".state")
     picture = os.path.splitext(out)[0] + ".png"
     import cv2
 
@@ -102,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"retro_state.py: the menus did not lead to the start of a race ({'; '.join(problems)}); nothing "
               f"saved; the screen is in {picture}; variables: {info}", file=sys.stderr)
         return 1
-    with gzip.open(out, "wb") as f:
-        f.write(env.unwrapped.em.get_state())
+    atomic_write_bytes(out, gzip.compress(env.unwrapped.em.get_state()))
     env.close()
     print(f"retro_state.py: saved {out} (screen: {picture}); variables at the start: {info}")
     return 0

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from core.cli import OneLineParser
+from core.cli import OneLineParser, random_seed
 from core.errors import EXIT_BAD_INPUT, BadInput
 from core.files import atomic_write_bytes
 from envs import retro_env
@@ -32,7 +32,7 @@ def build_parser() -> OneLineParser:
     p.add_argument("--out", required=True, help="folder to write step<N>.state (and .png) into")
     p.add_argument("--state", default=None, help="start from this save state (default: the game's own)")
     p.add_argument("--skip-rate", type=int, default=4, help="emulator frames per agent step")
-    p.add_argument("--seed", type=int, default=1, help="seed of the random actions")
+    p.add_argument("--seed", type=random_seed, default=1, help="seed of the random actions")
     return p
 
 
@@ -43,8 +43,11 @@ def save_states(env_id: str, steps: list[int], out: str, state: str | None = Non
     taken = [path for path in (state_file(out, n) for n in steps) if os.path.exists(path)]
     if taken:
         raise BadInput(f"{taken[0]} exists and is kept: give another --out")
-    os.makedirs(out, exist_ok=True)
-    settings = EnvSettings(env_id, skip_rate, 10 ** 9, retro=retro_env.resolve(env_id, state))
+    settings = EnvSettings(env_id, skip_rate, 10 ** 9, retro=retro_env.resolve(env_id, state))  # checked first
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--out {out} cannot be created ({exc.strerror or exc})") from None
     env = make_env(settings, train=False)
     rng = np.random.default_rng(seed)
     written, step = [], 0
@@ -86,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         written, ended = save_states(args.env, args.steps, args.out, args.state, args.skip_rate, args.seed)
     except BadInput as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # --out there but not writable
+        print(f"{PROG}: cannot write into --out {args.out} ({exc.strerror or exc})", file=sys.stderr)
         return EXIT_BAD_INPUT
     for path in written:
         print(f"saved {path}")

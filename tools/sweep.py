@@ -56,7 +56,7 @@ import sys
 import time
 from typing import Sequence
 
-from core.cli import HelpFormatter, OneLineParser
+from core.cli import SEED_LIMIT, HelpFormatter, OneLineParser, random_seed
 from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
 from core.files import atomic_write_text
 from runtime.run_dir import branches, holds_run
@@ -89,7 +89,7 @@ def build_parser() -> OneLineParser:
                       epilog="Flags after -- go to main.py unchanged.")
     add = p.add_argument
     add("--runs", type=int, default=5, help="runs in the sweep, one after another")
-    add("--seed0", type=int, default=1, help="seed of run 1; run i gets seed0 + i - 1")
+    add("--seed0", type=random_seed, default=1, help="seed of run 1; run i gets seed0 + i - 1")
     add("--seconds", type=float, default=None, help="wall-clock budget of each run (main.py --max-seconds)")
     add("--frames", type=count, default=None, help="frame budget of each run (main.py --max-frames)")
     add("--score", type=float, default=None, help="report the time each run took to reach this running mean")
@@ -125,6 +125,9 @@ def parse(argv: list[str], resuming: bool = False) -> tuple[OneLineParser, argpa
         if first is None:
             p.error(f"{args.resume} holds no sweep.json naming its sweep command (a sweep writes it before run 1 "
                     f"starts; one cut during its run 1 by an older version did not): nothing to resume from")
+        if "--resume" in first or "--report" in first:
+            p.error(f"{os.path.join(args.resume, 'sweep.json')} names no sweep to run (its command is a --resume or "
+                    f"a --report): nothing to resume from")
         out = args.resume
         _, args = parse(first, resuming=True)
         args.out = args.resume = out
@@ -138,6 +141,8 @@ def parse(argv: list[str], resuming: bool = False) -> tuple[OneLineParser, argpa
             p.error(f"{args.report} holds no run<i>/progress.csv: not a sweep folder")
     elif args.runs < 1:
         p.error(f"--runs must be at least 1, got {args.runs}")
+    elif args.seed0 + args.runs > SEED_LIMIT:
+        p.error(f"--seed0 {args.seed0} with --runs {args.runs}: the last run's seed would pass 2**31 - 1")
     elif args.final_eval < 0:
         p.error(f"--final-eval must be >= 0 games, got {args.final_eval}")
     elif args.seconds is None and args.frames is None:
@@ -428,7 +433,8 @@ def recorded(old: dict) -> dict:
     """What a sweep.json holds beyond what the report computes (its command, machine, code, a note or another key
     written by hand), with its runs by name."""
     meta = {key: value for key, value in old.items() if key not in ("runs", "score", "budgets", "median", "worst")}
-    return meta | {"runs": {r.get("run"): r for r in old.get("runs", []) if isinstance(r, dict)}}
+    runs = old.get("runs") if isinstance(old.get("runs"), list) else []  # a file edited by hand: what it holds
+    return meta | {"runs": {r.get("run"): r for r in runs if isinstance(r, dict)}}
 
 
 def save_meta(out: str, meta: dict) -> None:
@@ -493,13 +499,16 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
     if args.resume:  # what the sweep recorded (its command, machine, code, a note) stays; this resume is added to it
         old = load_json(os.path.join(args.out, "sweep.json"))
         meta |= recorded(old)
-        if args.score is None and isinstance(old.get("score"), (int, float)):
+        if args.score is None and number(old.get("score")) is not None:
             args.score = old["score"]  # a score a later --report asked for
         again = shlex.join(["python", "-m", "tools.sweep", *argv])
         meta["resumed"] = [*meta.get("resumed", []), f"{time.strftime('%Y-%m-%d %H:%M')}: {again}; code {commit()}; "
                                                       f"{machine()}"]
-    os.makedirs(args.out, exist_ok=True)
-    save_meta(args.out, meta)  # before any run: what --resume reads
+    try:
+        os.makedirs(args.out, exist_ok=True)
+        save_meta(args.out, meta)  # before any run: what --resume reads
+    except OSError as exc:
+        p.error(f"--out {args.out} cannot be written ({exc.strerror or exc})")
 
     text = None
     for i in range(1, args.runs + 1):
@@ -602,6 +611,11 @@ def wait_showing_progress(proc: subprocess.Popen, log_path: str, prefix: str, ev
                 shown = line
 
 
+def number(value) -> float | None:
+    """A number that sweep.json holds, or None for anything else (a file edited by hand)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p, args = parse(argv)
@@ -610,8 +624,10 @@ def main(argv: list[str] | None = None) -> int:
     old = load_json(os.path.join(args.report, "sweep.json"))  # what only the sweep itself saw
     meta = recorded(old)
     meta |= {key: meta.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine", "commit", "note")}
-    score = args.score if args.score is not None else old.get("score")
-    print(report(args.report, meta, score, args.budgets or old.get("budgets")), flush=True)
+    score = args.score if args.score is not None else number(old.get("score"))
+    budgets = old.get("budgets") if isinstance(old.get("budgets"), list) else None
+    budgets = [number(b) for b in budgets] if budgets and all(number(b) for b in budgets) else None
+    print(report(args.report, meta, score, args.budgets or budgets), flush=True)
     return EXIT_OK
 
 

@@ -5,6 +5,7 @@ crafted RAM readings)."""
 import gzip
 import json
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -176,6 +177,17 @@ def airstriker_states(tmp_path_factory):
     return out
 
 
+def test_save_states_refuses_a_bad_out_or_state_in_one_line(tmp_path):
+    (tmp_path / "a_file").write_text("a user's notes")
+    cases = ((["--out", tmp_path / "a_file" / "sub"], "cannot be created"),
+             (["--out", tmp_path / "new", "--state", "Level9"], "no state of that name"))
+    for flags, expected in cases:
+        result = subprocess.run([*command("save_states.py"), "--env", AIRSTRIKER, "--steps", "0", *map(str, flags)],
+                                capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert result.returncode == 2 and expected in result.stderr and "Traceback" not in result.stderr, result
+    assert not (tmp_path / "new").exists()  # nothing made for a run that could not start
+
+
 def first_screen(states, train, seed=None):
     """The screen after the first reset (the observation itself depends on the running normalisation's history)."""
     env = make_env(EnvSettings(AIRSTRIKER, retro=retro_env.resolve(AIRSTRIKER, states)), train=train)
@@ -226,6 +238,10 @@ def test_bad_state_files_are_one_line(tmp_path):
     (tmp_path / "bad.state").write_bytes(b"not gzip")
     with pytest.raises(BadInput, match="cannot be read"):
         retro_env.state_paths(AIRSTRIKER, [str(tmp_path / "bad.state")])
+    # stable-retro would look for level1.bin.state: refused, naming the flag it came from
+    shutil.copy(retro_env.state_path(AIRSTRIKER, "Level1"), tmp_path / "level1.bin")
+    with pytest.raises(BadInput, match=r"--eval-state .*level1.bin.*named \*.state"):
+        retro_env.state_paths(AIRSTRIKER, [str(tmp_path / "level1.bin")], "--eval-state")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -239,7 +255,7 @@ def test_bad_state_files_are_one_line(tmp_path):
     (["--env", AIRSTRIKER, "--state", "Level9"], "no state of that name"),
     (["--env", "CartPole-v1", "--state", "Level1"], "--state is for stable-retro games"),
     (["--env", "CartPole-v1", "--eval-state", "Level1"], "--eval-state is for stable-retro games"),
-    (["--env", AIRSTRIKER, "--state", "Level1", "--eval-state", "Level9"], "no state of that name"),
+    (["--env", AIRSTRIKER, "--state", "Level1", "--eval-state", "Level9"], "--eval-state 'Level9': no such file"),
 ])
 def test_bad_retro_input_is_one_line_exit_2(flags, expected, tmp_path):
     result = run_main(*flags, "--max-frames", "10", *out_dirs(tmp_path), timeout=120)

@@ -15,6 +15,9 @@ from envs.environment import ATARI_CONFIG, EnvSettings
 @pytest.mark.parametrize("flags,words", [
     (["--env", "NoSuchGame-v0"], ["NoSuchGame-v0"]),
     (["--workers", "0"], ["--workers"]),
+    (["--seed", "-1"], ["--seed", "2**31"]),
+    (["--seed", str(2**31)], ["--seed", "2**31"]),
+    (["--env", "CartPole-v1", "--hidden-size", str(10**12)], ["does not fit in memory", "--hidden-size"]),
     (["--gpu-ids", "7"], ["--gpu-ids"]),
     (["--gpu-ids", "-3"], ["--gpu-ids"]),
     (["--num-steps", "0"], ["--num-steps"]),
@@ -76,6 +79,29 @@ def test_corrupt_and_truncated_checkpoints(cartpole_run, tmp_path):
         assert_bad_input(run_main("--resume", path, *out_dirs(tmp_path), timeout=120), name)
 
 
+@pytest.mark.parametrize("change,words", [
+    ({"args": ["not", "a", "dict"]}, ["'args' entry"]),
+    ({"frames": "many"}, ["'frames' entry", "not a number"]),
+    ({"env": None}, ["which environment"]),
+    ({"model_meta": {}}, ["'model_meta' entry"]),
+])
+def test_a_checkpoint_with_entries_of_the_wrong_kind_is_one_line(change, words, cartpole_run, tmp_path):
+    """A file edited or made by hand: refused where it is loaded, for main.py, gym_eval.py and export_model alike."""
+    from runtime.checkpoints import load_checkpoint
+
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    torch.save({**data, **change}, tmp_path / "edited.pt")
+    with pytest.raises(BadInput) as refused:
+        load_checkpoint(tmp_path / "edited.pt")
+    assert all(word in str(refused.value) for word in words), refused.value
+
+
+def test_resuming_a_hand_edited_checkpoint_is_one_line(cartpole_run, tmp_path):
+    data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
+    torch.save({**data, "args": []}, tmp_path / "edited.pt")
+    assert_bad_input(run_main("--resume", tmp_path / "edited.pt", *out_dirs(tmp_path), timeout=120), "'args' entry")
+
+
 class BoobyTrap:
     def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
@@ -98,6 +124,16 @@ def test_checkpoint_of_another_environment(cartpole_run, tmp_path):
 def test_checkpoint_of_another_architecture(cartpole_run, tmp_path):
     result = run_main("--resume", cartpole_run / "run", "--hidden-size", "48", *out_dirs(tmp_path), timeout=120)
     assert_bad_input(result, "different network")
+
+
+def test_a_resume_with_no_frames_left_to_train_is_refused(cartpole_run, tmp_path):
+    """Its saved --max-frames reached, or a smaller one given: it would only start and stop every process."""
+    frames = f"{int(saved_frames(cartpole_run)):,}"
+    assert_bad_input(run_main("--resume", cartpole_run / "run", *out_dirs(tmp_path), timeout=120),
+                     f"at {frames} frames", "--max-frames 3,000", "larger --max-frames")
+    assert_bad_input(run_main("--resume", cartpole_run / "run", "--max-frames", "1000", *out_dirs(tmp_path),
+                              timeout=120), "--max-frames 1,000")
+    assert not (tmp_path / "run").exists()
 
 
 def test_checkpoint_of_newer_format(cartpole_run, tmp_path):

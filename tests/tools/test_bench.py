@@ -80,6 +80,11 @@ def test_bench_refuses_a_bad_configuration_in_one_line(tmp_path):
     result = subprocess.run([*command("bench"), "--quick", "--json", "/proc/a3g-bench.json"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "--json /proc/a3g-bench.json cannot be written" in result.stderr, result.stderr
+    for flags, says in ((["--env", "NoSuchGame-v0"], "NoSuchGame-v0"), (["--gpu-ids", "99"], "--gpu-ids [99]"),
+                        (["--workers", "0"], "--workers")):
+        result = subprocess.run([*command("bench"), "--quick", *flags, "--json", str(tmp_path / "bench.json")],
+                                cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and says in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("token, kind", [("replay", "standard"), ("elite", "custom")])

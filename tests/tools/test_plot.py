@@ -65,7 +65,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
     (tmp_path / "foreign" / "progress.csv").write_text("a,b\n1,2\n")
     good = synthetic_run(tmp_path / "good")
     cases = [[tmp_path / "nothing_here"], [tmp_path / "empty"], [tmp_path / "header_only"], [tmp_path / "foreign"],
-             [good, tmp_path / "nothing_here"], []]
+             [good, tmp_path / "nothing_here"], [], [good, "--dpi", "0"], [good, "--dpi", "100000"]]
     for flags in cases:
         result = run_plot(*flags, "-o", tmp_path / "out.png")
         assert result.returncode == 2, (flags, result.stderr)

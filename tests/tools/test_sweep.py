@@ -135,6 +135,9 @@ def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
         (["--frames", 1000, "--out", crafted_sweep], ["already holds runs"]),
         (["--frames", 1000, "--out", tmp_path / "a_file"], ["is a file"]),
         (["--frames", 1000, "--out", tmp_path / "a_run"], ["already holds files", "--resume"]),
+        (["--frames", 1000, "--out", tmp_path / "a_file" / "sub", "--", "--env", "CartPole-v1"], ["cannot be written"]),
+        (["--frames", 1000, "--seed0", -3, "--out", new], ["--seed0", "2**31"]),
+        (["--frames", 1000, "--runs", 3, "--seed0", 2**31 - 2, "--out", new], ["--seed0", "--runs"]),
         (["--report", tmp_path / "empty"], ["run<i>/progress.csv"]),
         (["--report", tmp_path / "nothing_here"], ["run<i>/progress.csv"]),
         (["--report", crafted_sweep, "--", "--env", "CartPole-v1"], ["--report"]),
@@ -282,6 +285,17 @@ def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
     report = read_json(out / "sweep.json")
     assert report["runs"][0]["dir"] == branch[0] and report["runs"][0]["frames"] >= frames
     assert len(report["resumed"]) == 2
+
+
+def test_a_hand_edited_sweep_json_is_read_for_what_it_holds(crafted_sweep):
+    """Entries of the wrong kind are left out of the report; a command that is no sweep's is nothing to resume."""
+    (crafted_sweep / "sweep.json").write_text(json.dumps({"runs": 5, "score": "high", "budgets": "all"}))
+    result = run_sweep("--report", crafted_sweep)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert read_json(crafted_sweep / "sweep.json")["score"] is None
+    command = f"python -m tools.sweep --resume {crafted_sweep}"  # would resume itself for ever
+    (crafted_sweep / "sweep.json").write_text(json.dumps({"sweep_command": command}))
+    assert_bad_input(run_sweep("--resume", crafted_sweep), "names no sweep to run")
 
 
 def test_resume_runs_nothing_for_runs_that_ended_and_refuses_one_cut_before_its_first_checkpoint(crafted_sweep):
