@@ -446,6 +446,9 @@ def check_flags_read(args: argparse.Namespace, given: Collection[str]) -> None:
             raise BadInput(f"{option(flag)} needs {requirement(setting, wanted, value)}, else it changes nothing")
     if "replay_parameters" in given:  # the user's own keys: the defaults filled in for the others are fine
         check_keys_read(args.replay_parameters)
+    if "num_steps" in given and args.algo == "a3g" and args.distributed_step_size:
+        raise BadInput(f"--num-steps changes nothing with --distributed-step-size {args.distributed_step_size}: each "
+                       f"worker's rollout length is its entry of that list (give one of the two)")
 
 
 def check_impala_optimizer(args: argparse.Namespace, given: Collection[str]) -> None:

@@ -22,6 +22,7 @@ from envs.environment import ATARI_CONFIG, EnvSettings
     (["--gpu-ids", "-3"], ["--gpu-ids"]),
     (["--num-steps", "0"], ["--num-steps"]),
     (["--distributed-step-size", "16", "-4"], ["--distributed-step-size"]),
+    (["--distributed-step-size", "16", "32", "--num-steps", "20"], ["--num-steps", "--distributed-step-size"]),
     (["--lr", "0"], ["--lr"]),
     (["--lr", "-0.001"], ["--lr"]),
     (["--lr", "nan"], ["--lr"]),
