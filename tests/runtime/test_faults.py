@@ -192,6 +192,7 @@ FLAG_VALUES = {
     "--model": ["auto", "mlplstm", "a3clstm", "vit"], "--optimizer": ["Adam", "RMSprop", "SGD"],
     "--max-grad-norm": ["-1", "40", "inf"], "--envs-per-worker": ["0", "2"], "--keep-checkpoints": ["0", "2"],
     "--max-restarts": ["-1", "0"], "--resume": ["/nonexistent"], "--env-config": ["/nonexistent.json"],
+    "--seed": ["-1", "0", "7", str(2**31)],
 }
 
 
