@@ -37,7 +37,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "default:" in text or "auto:" in text or any(action.default is v for v in (None, False, argparse.SUPPRESS)):
+        unset = any(action.default is v for v in (None, False, argparse.SUPPRESS))  # `is`: 0 == False, 0 is shown
+        if "default:" in text or "auto:" in text or unset:
             return text
         return super()._get_help_string(action)
 
