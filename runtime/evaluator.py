@@ -83,6 +83,8 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
 
         writer = SummaryWriter(paths["run_dir"], filename_suffix=".evaluator")
     told_kept = False
+    # a run killed after its best game and before the next checkpoint: that game's score is in best_model.pt alone
+    state.best_return.value = max(state.best_return.value, kept_return(paths["best_model"]))
     with open(paths["progress"], "a", newline="") as f:
         progress = csv.writer(f)
         # a resumed run's mean goes on from its last games (progress.csv holds them), not from one game
@@ -143,6 +145,16 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
             pacer.pace()
     if writer is not None:
         writer.close()
+
+
+def kept_return(path: str) -> float:
+    """The score of the game whose weights ``path`` holds; -inf where there is none (no file, no score, not a
+    readable model)."""
+    try:
+        score = float(load_checkpoint(path, kind="model").get("return", math.nan)) if os.path.exists(path) else math.nan
+    except BadInput:
+        return -math.inf
+    return -math.inf if math.isnan(score) else score
 
 
 def may_replace(path: str, payload: dict) -> bool:

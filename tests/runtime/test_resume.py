@@ -80,3 +80,16 @@ def test_feed_forward_networks_ignore_hidden_size_when_matching_checkpoints():
         assert "different network" in str(exc)
     else:
         raise AssertionError("a recurrent network of another hidden size must not match")
+
+
+def test_a_best_game_saved_after_the_last_checkpoint_is_not_replaced_by_a_worse_one(cartpole_run, tmp_path):
+    """Killed outright after a best game and before the next checkpoint: best_model.pt holds a score the checkpoint
+    never saw. The resumed run keeps it until a game beats it (here none can: CartPole scores at most 500)."""
+    run = copy_run(cartpole_run, tmp_path)
+    best = torch.load(run / "best_model.pt", weights_only=True)
+    torch.save({**best, "return": 1000.0}, run / "best_model.pt")
+    kept, games = (run / "best_model.pt").read_bytes(), len((run / "progress.csv").read_text().splitlines())
+    result = run_main("--resume", run, "--max-frames", "9000", *out_dirs(tmp_path)[2:], timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len((run / "progress.csv").read_text().splitlines()) > games  # games were played, and none replaced it
+    assert (run / "best_model.pt").read_bytes() == kept and read_json(run / "summary.json")["best_return"] == 1000.0
