@@ -95,6 +95,13 @@ def check_entries(data: dict, path: str) -> None:
         raise BadInput(f"{path} has an unreadable {wrong[0]!r} entry (not a number)")
 
 
+def archive_frames(name: str) -> int | None:
+    """The frames in an archived checkpoint's file name (``checkpoint-<frames>.pt``); None for any other name."""
+    stem, ext = os.path.splitext(name)
+    digits = stem[len("checkpoint-"):]
+    return int(digits) if ext == ".pt" and stem.startswith("checkpoint-") and digits.isdigit() else None
+
+
 def check_compatible(data: dict, path: str, env_id: str, meta: dict) -> None:
     """The checkpoint must be of the same environment and the same network (name, sizes) as this run."""
     saved_env = (data.get("env") or {}).get("env_id")
@@ -156,12 +163,8 @@ class CheckpointWriter:
 
     def archived(self) -> list[str]:
         """The archived checkpoints in the folder (``checkpoint-<frames>.pt``), fewest frames first."""
-        found = []
-        for name in os.listdir(self.folder):
-            stem, ext = os.path.splitext(name)
-            if ext == ".pt" and stem.startswith("checkpoint-") and stem[len("checkpoint-"):].isdigit():
-                found.append((int(stem[len("checkpoint-"):]), os.path.join(self.folder, name)))
-        return [path for _, path in sorted(found)]
+        found = [(archive_frames(name), os.path.join(self.folder, name)) for name in os.listdir(self.folder)]
+        return [path for frames, path in sorted(found, key=lambda f: f[0] or 0) if frames is not None]
 
     def save(self, payload: dict) -> bool:
         archive = None

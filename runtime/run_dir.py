@@ -20,7 +20,7 @@ import os
 
 from core.errors import BadInput
 from core.files import atomic_write_text, env_file_name
-from runtime.checkpoints import frames_on_disk
+from runtime.checkpoints import archive_frames, frames_on_disk
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
 # one row per training game as it ends (the workers' or actors' sampled policy; a whole game across lost lives, its
@@ -38,8 +38,11 @@ def resumed_run_dir(path: str) -> str:
 
 
 def holds_run(folder: str) -> bool:
-    """Whether ``folder`` holds any of a run's files (``RUN_FILES``)."""
-    return any(os.path.exists(os.path.join(folder, name)) for name in RUN_FILES)
+    """Whether ``folder`` holds any of a run's files (``RUN_FILES``, or an archived checkpoint)."""
+    if any(os.path.exists(os.path.join(folder, name)) for name in RUN_FILES):
+        return True
+    # --keep-checkpoints' archives: its rotation deletes them
+    return os.path.isdir(folder) and any(archive_frames(name) is not None for name in os.listdir(folder))
 
 
 def unused_folder(stem: str) -> str:

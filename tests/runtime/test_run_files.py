@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from conftest import ROOT, read_json, run_main
+from core.errors import BadInput
 from runtime import run_dir
 from runtime.checkpoints import CheckpointWriter, model_file
 from runtime.evaluator import kept_note, may_replace
@@ -321,3 +322,15 @@ def test_rotation_copies_where_the_file_system_has_no_hard_links(tmp_path, monke
     assert torch.load(tmp_path / "checkpoint-300.pt", weights_only=True)["frames"] == 300.0
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["frames"] == 400.0
     assert not logged
+
+
+def test_a_folder_of_archived_checkpoints_alone_is_a_run_a_fresh_one_never_joins(tmp_path):
+    """A fresh run there would rotate them away (--keep-checkpoints deletes the fewest-frames archives)."""
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "checkpoint-1200000.pt").write_bytes(b"a user's archive")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "checkpoint-notes.pt").write_bytes(b"not an archive's name")
+    assert run_dir.holds_run(str(tmp_path / "kept")) and not run_dir.holds_run(str(tmp_path / "other"))
+    args = SimpleNamespace(run_dir=str(tmp_path / "kept"), resume=None, env="CartPole-v1", seed=1)
+    with pytest.raises(BadInput, match="already holds a run"):
+        choose_run_dir(args, None)
