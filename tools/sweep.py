@@ -621,7 +621,11 @@ def main(argv: list[str] | None = None) -> int:
     p, args = parse(argv)
     if args.report is None:
         return sweep(p, args, argv)
-    old = load_json(os.path.join(args.report, "sweep.json"))  # what only the sweep itself saw
+    record = os.path.join(args.report, "sweep.json")
+    old = load_json(record)  # what only the sweep itself saw
+    if not old and os.path.isfile(record) and os.path.getsize(record) > 0:
+        p.error(f"{record} cannot be read as JSON (an edit gone wrong?): it is kept; mend it, or move it away for a "
+                f"report without what the sweep recorded")
     meta = recorded(old)
     meta |= {key: meta.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine", "commit", "note")}
     score = args.score if args.score is not None else number(old.get("score"))

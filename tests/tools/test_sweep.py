@@ -293,6 +293,9 @@ def test_a_hand_edited_sweep_json_is_read_for_what_it_holds(crafted_sweep):
     result = run_sweep("--report", crafted_sweep)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert read_json(crafted_sweep / "sweep.json")["score"] is None
+    (crafted_sweep / "sweep.json").write_text('{"sweep_command": "python -m tools.sweep", "note": "mine",}')
+    assert_bad_input(run_sweep("--report", crafted_sweep), "cannot be read as JSON", "it is kept")
+    assert (crafted_sweep / "sweep.json").read_text().endswith('"mine",}')
     command = f"python -m tools.sweep --resume {crafted_sweep}"  # would resume itself for ever
     (crafted_sweep / "sweep.json").write_text(json.dumps({"sweep_command": command}))
     assert_bad_input(run_sweep("--resume", crafted_sweep), "names no sweep to run")
