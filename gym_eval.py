@@ -20,6 +20,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts: evaluation
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 import argparse
+import glob
 import json
 import math
 import sys
@@ -286,6 +287,10 @@ def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
     try:
         os.makedirs(args.log_dir, exist_ok=True)
         if args.record:
+            earlier = sorted(glob.glob(os.path.join(args.record, f"{env_file_name(args.env)}_episode*")))
+            if earlier:
+                raise BadInput(f"--record {args.record} already holds videos of {args.env} "
+                               f"({os.path.basename(earlier[0])}, ...): they are kept; give another folder")
             os.makedirs(args.record, exist_ok=True)
         monitor = Monitor(os.path.join(args.log_dir, f"{env_file_name(args.env)}_monitor")) if args.new_gym_eval \
             else None

@@ -185,14 +185,16 @@ def capped_cubic(episode_id: int) -> bool:
 
 class Monitor:
     """--new-gym-eval: what gym.wrappers.Monitor recorded, for gymnasium: stats in gym's stats.json layout and
-    videos on RecordVideo's schedule, in <log-dir>/<env>_monitor/ (cleared first, like Monitor(force=True))."""
+    videos on RecordVideo's schedule, in <log-dir>/<env>_monitor/. An earlier record there is kept (Monitor's
+    force=True deleted it): the evaluation is refused before any game."""
 
     def __init__(self, folder: str):
         self.folder = folder
+        earlier = glob.glob(os.path.join(folder, "rl-video-episode-*")) + glob.glob(os.path.join(folder, "stats.json"))
+        if earlier:
+            raise BadInput(f"{folder} holds an earlier record ({os.path.basename(sorted(earlier)[-1])}, ...): it is "
+                           f"kept; move it away or give another --log-dir")
         os.makedirs(folder, exist_ok=True)
-        for old in glob.glob(os.path.join(folder, "rl-video-episode-*")) + [os.path.join(folder, "stats.json")]:
-            if os.path.isfile(old):
-                os.remove(old)
         self.stats = {"initial_reset_timestamp": time.time(), "timestamps": [], "episode_lengths": [],
                       "episode_rewards": [], "episode_types": []}
 

@@ -110,6 +110,10 @@ def test_record_mp4_every_render_freq_th_game(cartpole_model, tmp_path):
     assert "CartPole-v1: mean" in result.stdout  # --env comes from the model file with --model-path
     lengths = [e["length"] for e in json.loads((tmp_path / "s.json").read_text())["episodes"]]
     assert sorted(os.listdir(videos)) == ["CartPole-v1_episode001.mp4", "CartPole-v1_episode003.mp4"]
+    kept = (videos / "CartPole-v1_episode001.mp4").read_bytes()
+    again = run_eval("--model-path", cartpole_model, "-ne", 1, "--record", videos, "--log-dir", tmp_path)
+    assert again.returncode == 2 and "already holds videos" in again.stderr and "kept" in again.stderr
+    assert (videos / "CartPole-v1_episode001.mp4").read_bytes() == kept
     for name, length in (("CartPole-v1_episode001.mp4", lengths[0]), ("CartPole-v1_episode003.mp4", lengths[2])):
         frames, fps = decode_mp4(videos / name)
         assert len(frames) == length + 1  # the start, then one frame per agent step
@@ -150,6 +154,10 @@ def test_atari_recording_and_new_gym_eval(tmp_path):
     assert stats["episode_lengths"] == [30, 30] and stats["episode_types"] == ["t", "t"]
     assert len(stats["episode_rewards"]) == len(stats["timestamps"]) == 2
     assert sorted(os.listdir(monitor)) == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4", "stats.json"]
+    # a second evaluation keeps the first one's record (gym's Monitor(force=True) deleted it)
+    kept = (monitor / "stats.json").read_bytes()
+    again = run_eval("--model-path", path, "-ne", 1, "-mel", 30, "--new-gym-eval", "--log-dir", tmp_path / "logs")
+    assert again.returncode == 2 and "earlier record" in again.stderr and (monitor / "stats.json").read_bytes() == kept
 
 
 def test_a_model_written_before_frame_norm_still_wins_on_the_frames_it_was_trained_on(tmp_path):
