@@ -282,6 +282,17 @@ def write_json(path: str, obj: object) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False))
 
 
+def is_results_file(path: str) -> bool:
+    """Whether ``path`` holds an earlier --json of gym_eval's (which a new one may replace: same command, newer
+    games), not a file of something else that happens to be there."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"env", "model", "policy", "episodes"} <= data.keys()
+
+
 def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
     """Create every output folder up front, so that a bad path fails before any game is played."""
     try:
@@ -297,6 +308,8 @@ def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
     except OSError as exc:
         raise BadInput(f"cannot create an output folder: {exc}") from None
     if args.json:
+        if os.path.isfile(args.json) and not is_results_file(args.json):
+            raise BadInput(f"--json {args.json} exists and holds no gym_eval results: it is kept; give another file")
         try:  # where the results will be written, tried before the games
             os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
             try_write(args.json)

@@ -223,6 +223,7 @@ def bad_files(tmp_path_factory):
     torch.save({"format_version": 1, "kind": "checkpoint", "env": {"env_id": "CartPole-v1"},
                 "model_meta": {}, "state_dict": {}}, tmp / "checkpoint.pt")
     (tmp / "empty").mkdir()
+    (tmp / "notes.json").write_text('{"kept by": "a user"}')
     return tmp
 
 
@@ -247,6 +248,8 @@ BAD = {
     # found before any game: the results of a long evaluation are never lost to a path that cannot take them
     "--json where no file can be written": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json", "/proc/a3g.json"],
     "--json a folder": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json", "{tmp}/empty"],
+    "--json over a file that is no gym_eval result": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json",
+                                                      "{tmp}/notes.json"],
 }
 
 
@@ -271,7 +274,7 @@ def test_bad_input_is_one_line_exit_2(case, bad_files, capsys):
     assert len(lines) == 1 and lines[0].startswith("gym_eval.py: error: "), err
     assert out == ""
     if case.startswith("--json"):  # the message names what to fix
-        assert "--json" in lines[0] and "cannot be written" in lines[0], lines[0]
+        assert "--json" in lines[0] and ("cannot be written" in lines[0] or "it is kept" in lines[0]), lines[0]
 
 
 @pytest.mark.parametrize("case", ["unknown env", "garbage file", "num-episodes 0", "model of another game"])
