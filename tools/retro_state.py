@@ -80,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or os.path.join(retro_env.INTEGRATIONS, args.game, STATE_NAME + ".state")
     try:
         retro_env.check_rom(args.game)
-        if os.path.exists(out):
-            raise BadInput(f"{out} exists and is kept: give another --out (or remove it to make it again)")
+        for kept in (out, os.path.splitext(out)[0] + ".png"):  # the state, and the picture of its screen
+            if os.path.exists(kept):
+                raise BadInput(f"{kept} exists and is kept: give another --out (or remove it to make it again)")
         try_write(out)  # before the menus are played, not after
     except BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -40,7 +40,7 @@ def save_states(env_id: str, steps: list[int], out: str, state: str | None = Non
                 seed: int = 1) -> tuple[list[str], int | None]:
     """Play one random game, saving the emulator at each of ``steps``; returns (files written, the step the game
     ended at before the last of ``steps``, or None)."""
-    taken = [path for path in (state_file(out, n) for n in steps) if os.path.exists(path)]
+    taken = [path for n in steps for path in (state_file(out, n), picture_file(out, n)) if os.path.exists(path)]
     if taken:
         raise BadInput(f"{taken[0]} exists and is kept: give another --out")
     settings = EnvSettings(env_id, skip_rate, 10 ** 9, retro=retro_env.resolve(env_id, state))  # checked first
@@ -63,7 +63,7 @@ def save_states(env_id: str, steps: list[int], out: str, state: str | None = Non
             path = state_file(out, target)
             atomic_write_bytes(path, gzip.compress(emulator.get_state()))
             written.append(path)
-            write_png(path[:-len(".state")] + ".png", env.unwrapped.get_screen())
+            write_png(picture_file(out, target), env.unwrapped.get_screen())
     finally:
         env.close()
     return written, None
@@ -71,6 +71,10 @@ def save_states(env_id: str, steps: list[int], out: str, state: str | None = Non
 
 def state_file(out: str, step: int) -> str:
     return os.path.join(out, f"step{step}.state")
+
+
+def picture_file(out: str, step: int) -> str:
+    return os.path.join(out, f"step{step}.png")
 
 
 def write_png(path: str, screen: np.ndarray) -> None:

@@ -43,6 +43,7 @@ saves, and the report covers the runs so far; 143 SIGTERM, which is passed on to
 """
 
 import argparse
+import io
 import json
 import math
 import os
@@ -58,7 +59,7 @@ from typing import Sequence
 
 from core.cli import SEED_LIMIT, HelpFormatter, OneLineParser, random_seed
 from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
-from core.files import atomic_write_text
+from core.files import atomic_write_bytes, atomic_write_text
 from runtime.run_dir import branches, holds_run
 from tools.plot import read_progress, run_env
 
@@ -393,8 +394,10 @@ def draw(path: str, runs: list[dict], score: float | None, title: str) -> None:
     ax_frames.xaxis.set_major_formatter(EngFormatter())
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, dpi=120, format="png")
     plt.close(fig)
+    atomic_write_bytes(path, png.getvalue())  # the figure of the runs before stays whole until this one is
 
 
 def commit() -> str | None:
