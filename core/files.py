@@ -83,14 +83,9 @@ def keep_as(path: str | os.PathLike, archive: str | os.PathLike) -> None:
         os.link(path, archive)
     except FileExistsError:
         raise
-    except OSError:
-        tmp = temporary_name(archive)
-        try:
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, archive)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    except OSError:  # the copy is written as any other file: fsynced, whole or not at all
+        with open(path, "rb") as source:
+            _atomic_write(archive, lambda f: shutil.copyfileobj(source, f))
 
 
 def atomic_torch_save(obj: object, path: str | os.PathLike, keep_previous_as: str | None = None) -> None:

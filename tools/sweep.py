@@ -235,7 +235,7 @@ def final_eval(run_dir: str, games: int, running: list, signals: list) -> int:
     each written by gym_eval.py to final_<policy>.json in the run; its output goes to final_eval.log. Returns the
     worst exit code (a signal stops it between the two)."""
     codes = [EXIT_OK]
-    with open(os.path.join(run_dir, "final_eval.log"), "w") as log:
+    with open(os.path.join(run_dir, "final_eval.log"), "a") as log:  # a retry keeps the earlier attempt's lines
         for policy, flags in FINAL_EVAL:
             if signals:
                 break

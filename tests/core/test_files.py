@@ -1,8 +1,11 @@
 """core/files.py: what a process killed mid-write leaves behind is removed once the run has stopped."""
 
+import errno
 import os
 
-from core.files import atomic_write_text, remove_stale_temporaries
+import pytest
+
+from core.files import atomic_write_text, keep_as, remove_stale_temporaries
 
 
 def test_stale_temporaries_of_other_processes_are_removed_and_nothing_else(tmp_path):
@@ -34,3 +37,17 @@ def test_try_write_finds_a_bad_output_path_and_leaves_nothing(tmp_path):
             pass
         else:
             raise AssertionError(f"{bad} should not be writable")
+
+
+def test_keep_as_copies_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    (tmp_path / "checkpoint.pt").write_bytes(b"state at 1000 frames")
+
+    def no_links(source, target):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    keep_as(tmp_path / "checkpoint.pt", tmp_path / "checkpoint-1000.pt")
+    assert (tmp_path / "checkpoint-1000.pt").read_bytes() == b"state at 1000 frames"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1000.pt", "checkpoint.pt"]  # no temporary
+    with pytest.raises(FileExistsError):  # an archive there is never replaced
+        keep_as(tmp_path / "checkpoint.pt", tmp_path / "checkpoint-1000.pt")
