@@ -141,14 +141,18 @@ def test_ray_run_writes_the_same_run_directory_and_resumes_with_shm_and_back(tmp
     assert checkpoint["optimizer"]["state"][0]["step"] > 0  # the learner stepped the shared optimizer
     assert {rank for rank in actor_placements(tmp_path)} == {0, 1}  # each actor's node, logged once
     # the same checkpoint continues on shared memory (--backend is this machine's choice, not the run's)...
-    second = run_main("--resume", run, "--max-frames", "30000", *out_dirs(tmp_path)[2:], timeout=300)
+    # (each budget past where the run before stopped: a run ends a few unrolls past its own)
+    target = summary["frames"] + 10000
+    second = run_main("--resume", run, "--max-frames", target, *out_dirs(tmp_path)[2:], timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
-    assert read_json(run / "args.json")["backend"] == "shm" and read_json(run / "summary.json")["frames"] >= 30000
+    summary = read_json(run / "summary.json")
+    assert read_json(run / "args.json")["backend"] == "shm" and summary["frames"] >= target
     # ...and back on Ray
-    third = run_main("--resume", run, "--backend", "ray", "--max-frames", "40000", *out_dirs(tmp_path)[2:],
+    target = summary["frames"] + 10000
+    third = run_main("--resume", run, "--backend", "ray", "--max-frames", target, *out_dirs(tmp_path)[2:],
                      timeout=300, env=QUIET_RAY)
     assert third.returncode == 0, third.stderr[-2000:]
-    assert read_json(run / "summary.json")["frames"] >= 40000
+    assert read_json(run / "summary.json")["frames"] >= target
 
 
 @needs_ray

@@ -17,6 +17,12 @@ def copy_run(cartpole_run, tmp_path):
     return run
 
 
+def past_its_frames(run, more=3000):
+    """A --max-frames that leaves a resume frames to train: a run ends a few rollouts past its own budget (on a
+    loaded machine, more), and a resume already at its budget is refused."""
+    return str(int(torch.load(run / "checkpoint.pt", weights_only=True)["frames"]) + more)
+
+
 def optimizer_groups(path):
     return torch.load(path, weights_only=True)["optimizer"]["param_groups"]
 
@@ -25,8 +31,8 @@ def test_lr_eps_and_amsgrad_given_at_resume_reach_the_optimizer(cartpole_run, tm
     run = copy_run(cartpole_run, tmp_path)
     saved = optimizer_groups(run / "checkpoint.pt")[0]
     assert saved["lr"] != 0.005 and saved["amsgrad"] is False
-    result = run_main("--resume", run, "--lr", "0.005", "--eps", "1e-4", "--amsgrad", "--max-frames", "6000",
-                      *out_dirs(tmp_path)[2:], timeout=300)
+    result = run_main("--resume", run, "--lr", "0.005", "--eps", "1e-4", "--amsgrad",
+                      "--max-frames", past_its_frames(run), *out_dirs(tmp_path)[2:], timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     groups = optimizer_groups(run / "checkpoint.pt")
     assert all(g["lr"] == 0.005 and g["eps"] == 1e-4 and g["amsgrad"] is True for g in groups)
@@ -38,8 +44,8 @@ def test_lr_eps_and_amsgrad_given_at_resume_reach_the_optimizer(cartpole_run, tm
 
 def test_resume_with_another_optimizer_starts_fresh_statistics(cartpole_run, tmp_path):
     run = copy_run(cartpole_run, tmp_path)
-    result = run_main("--resume", run, "--optimizer", "RMSprop", "--max-frames", "6000", *out_dirs(tmp_path)[2:],
-                      timeout=300)
+    result = run_main("--resume", run, "--optimizer", "RMSprop", "--max-frames", past_its_frames(run),
+                      *out_dirs(tmp_path)[2:], timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "fresh" in result.stderr and "Adam" in result.stderr
     summary = read_json(run / "summary.json")
@@ -89,7 +95,7 @@ def test_a_best_game_saved_after_the_last_checkpoint_is_not_replaced_by_a_worse_
     best = torch.load(run / "best_model.pt", weights_only=True)
     torch.save({**best, "return": 1000.0}, run / "best_model.pt")
     kept, games = (run / "best_model.pt").read_bytes(), len((run / "progress.csv").read_text().splitlines())
-    result = run_main("--resume", run, "--max-frames", "9000", *out_dirs(tmp_path)[2:], timeout=300)
+    result = run_main("--resume", run, "--max-frames", past_its_frames(run), *out_dirs(tmp_path)[2:], timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert len((run / "progress.csv").read_text().splitlines()) > games  # games were played, and none replaced it
     assert (run / "best_model.pt").read_bytes() == kept and read_json(run / "summary.json")["best_return"] == 1000.0
