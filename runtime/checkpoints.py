@@ -163,8 +163,9 @@ class CheckpointWriter:
 
     def archived(self) -> list[str]:
         """The archived checkpoints in the folder (``checkpoint-<frames>.pt``), fewest frames first."""
-        found = [(archive_frames(name), os.path.join(self.folder, name)) for name in os.listdir(self.folder)]
-        return [path for frames, path in sorted(found, key=lambda f: f[0] or 0) if frames is not None]
+        found = [(frames, os.path.join(self.folder, name)) for name in os.listdir(self.folder)
+                 if (frames := archive_frames(name)) is not None]
+        return [path for _, path in sorted(found)]
 
     def save(self, payload: dict) -> bool:
         archive = None

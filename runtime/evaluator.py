@@ -150,8 +150,10 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
 def kept_return(path: str) -> float:
     """The score of the game whose weights ``path`` holds; -inf where there is none (no file, no score, not a
     readable model)."""
+    if not os.path.exists(path):
+        return -math.inf
     try:
-        score = float(load_checkpoint(path, kind="model").get("return", math.nan)) if os.path.exists(path) else math.nan
+        score = float(load_checkpoint(path, kind="model").get("return", math.nan))
     except BadInput:
         return -math.inf
     return -math.inf if math.isnan(score) else score

@@ -632,8 +632,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = recorded(old)
     meta |= {key: meta.get(key) for key in ("sweep_command", "main_flags", "run_command", "machine", "commit", "note")}
     score = args.score if args.score is not None else number(old.get("score"))
-    budgets = old.get("budgets") if isinstance(old.get("budgets"), list) else None
-    budgets = [number(b) for b in budgets] if budgets and all(number(b) for b in budgets) else None
+    budgets = old.get("budgets")  # a list of numbers, or a file edited by hand
+    budgets = budgets if isinstance(budgets, list) and budgets and all(number(b) for b in budgets) else None
     print(report(args.report, meta, score, args.budgets or budgets), flush=True)
     return EXIT_OK
 
