@@ -69,13 +69,42 @@ def branches(run: str) -> list[tuple[int, str]]:
     return [(frames, folder) for frames, _, folder in sorted(found)]
 
 
+def cell_number(text: str | None) -> float | None:
+    """``text`` as a number, or None (empty, missing, or not a number: a row cut short by a lost write)."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
 def csv_column(path: str, field: str) -> list[float]:
-    """The column ``field`` of the CSV file ``path``, as numbers (empty when there is no such file or column)."""
+    """The column ``field`` of the CSV file ``path``, as numbers (empty when there is no such file or column; a
+    row whose cell is not a number is left out, the rest are kept)."""
     try:
         with open(path, newline="") as f:
-            return [float(row[field]) for row in csv.DictReader(f) if row.get(field)]
-    except (OSError, ValueError, KeyError):
+            return [value for row in csv.DictReader(f) if (value := cell_number(row.get(field))) is not None]
+    except OSError:
         return []
+
+
+def drop_cut_row(path: str) -> None:
+    """A last row that does not end its line (the machine stopped in the middle of writing it) is removed, so that
+    the rows appended after it start on a line of their own instead of gluing onto it."""
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        start = size
+        while start > 0:
+            start = max(0, start - 65536)
+            f.seek(start)
+            tail = f.read(size - start)
+            if tail.endswith(b"\n"):
+                return
+            if b"\n" in tail:
+                f.truncate(start + tail.rindex(b"\n") + 1)
+                f.flush()
+                os.fsync(f.fileno())
+                return
+        f.truncate(0)  # not even the header is whole
 
 
 def progress_frames(folder: str, name: str = "progress.csv") -> list[float]:
@@ -144,11 +173,15 @@ def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str,
     # rows), and a start that fails removes the files it made, so that the same command can run again
     texts = {"args.json": json.dumps(vars(args), indent=2, sort_keys=True)}
     for name, fields in CSV_FILES.items():
-        if resumed is None or not os.path.exists(os.path.join(args.run_dir, name)):  # in place: the file as it is
-            rows = parent_rows(args, resumed, name, fields) if resumed is not None else []
-            buffer = io.StringIO()
-            csv.writer(buffer).writerows([fields] + rows)
-            texts[name] = buffer.getvalue()
+        path = os.path.join(args.run_dir, name)
+        if resumed is not None and os.path.exists(path):  # in place: the file as it is, less a row cut short
+            drop_cut_row(path)
+            if os.path.getsize(path):
+                continue
+        rows = parent_rows(args, resumed, name, fields) if resumed is not None else []
+        buffer = io.StringIO()
+        csv.writer(buffer).writerows([fields] + rows)
+        texts[name] = buffer.getvalue()
     made = []
     try:
         for name, text in texts.items():
@@ -177,8 +210,9 @@ def parent_rows(args: argparse.Namespace, resumed: dict, name: str = "progress.c
             reader = csv.reader(f)
             if next(reader, None) != fields:
                 return []
-            return [row for row in reader if len(row) > 1 and float(row[1]) <= float(resumed["frames"])]
-    except (OSError, ValueError):
+            return [row for row in reader if len(row) == len(fields) and (frames := cell_number(row[1])) is not None
+                    and frames <= float(resumed["frames"])]
+    except OSError:
         return []
 
 

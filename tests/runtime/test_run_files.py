@@ -208,6 +208,33 @@ def test_a_branch_starts_with_its_parents_rows_up_to_the_resumed_state(tmp_path)
     assert progress_frames(run, "games.csv", GAMES_FIELDS) == [20.0, 90.0, 120.0]
 
 
+def test_a_row_cut_short_by_a_lost_write_never_glues_onto_the_next_nor_hides_the_others(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    header = ",".join(PROGRESS_FIELDS) + "\n"
+    # the machine stopped while the evaluator wrote its third row, and in the middle of a games.csv row
+    (run / "progress.csv").write_text(header + "1.0,50,1,9,9,9,9\n2.0,100,2,8,9,8.5,9\n3.0,1")
+    (run / "games.csv").write_text(",".join(GAMES_FIELDS) + "\n0.5,20,10,20\n1.")
+    assert recent_returns(str(run / "progress.csv"), 10) == [9.0, 8.0]  # the cut row alone is left out
+    # a branch keeps its parent's history up to the state it resumed from
+    args = SimpleNamespace(run_dir=str(tmp_path / "branch"), resume=str(run / "checkpoint-100.pt"),
+                           save_model_dir=None, log_dir=str(tmp_path / "logs"), env="CartPole-v1")
+    prepare_run_dir(args, {"frames": 100.0})
+    assert progress_frames(tmp_path / "branch") == [50.0, 100.0]
+    # a resume in place drops the cut rows, so the rows it appends start lines of their own
+    args.run_dir, args.resume = str(run), str(run)
+    prepare_run_dir(args, {"frames": 100.0})
+    assert (run / "progress.csv").read_text() == header + "1.0,50,1,9,9,9,9\n2.0,100,2,8,9,8.5,9\n"
+    assert (run / "games.csv").read_text() == ",".join(GAMES_FIELDS) + "\n0.5,20,10,20\n"
+    with open(run / "progress.csv", "a") as f:
+        f.write("4.0,150,3,7,9,8,9\n")
+    assert progress_frames(run) == [50.0, 100.0, 150.0]
+    # a file cut before its header ended starts again from a whole header
+    (run / "games.csv").write_text("wall_ti")
+    prepare_run_dir(args, {"frames": 100.0})
+    assert (run / "games.csv").read_text().splitlines() == [",".join(GAMES_FIELDS)]
+
+
 def test_a_start_that_finds_the_disk_full_leaves_every_file_whole(tmp_path, monkeypatch):
     run = tmp_path / "run"
     args = SimpleNamespace(run_dir=str(run), resume=None, save_model_dir=None, log_dir=str(tmp_path / "logs"),
