@@ -5,9 +5,10 @@
 Runs stable-retro's importer (``python -m stable_retro.import DIR``) with a3g's ``envs/retro_integrations/`` folder
 added to the integrations it matches ROM files against (by SHA-1), so a ROM of one of a3g's games is copied into
 ``envs/retro_integrations/<game>/rom.<ext>`` (ignored by git: ROMs are never committed). Exit 2 when a DIR is not a
-folder.
+folder, or when no file in the folders is the ROM of a game either knows.
 """
 
+import contextlib
 import os
 import sys
 
@@ -29,8 +30,30 @@ def main(argv: list[str] | None = None) -> int:
     from stable_retro.scripts.import_path import main as stable_retro_import
 
     sys.argv = ["retro_import.py", *folders]  # stable-retro's importer reads its folders from sys.argv
-    stable_retro_import()
+    shown = CountingOutput(sys.stdout)
+    with contextlib.redirect_stdout(shown):
+        stable_retro_import()
+    if not shown.imported:
+        print(f"{PROG}: error: no file in {', '.join(folders)} is the ROM of a game stable-retro or a3g knows "
+              f"(matched by SHA-1: a ROM dumped or patched differently does not match)", file=sys.stderr)
+        return 2
     return 0
+
+
+class CountingOutput:
+    """Passes the importer's lines through as it prints them, counting its "Importing <game>" lines."""
+
+    def __init__(self, out):
+        self.out, self.imported, self.line = out, 0, ""
+
+    def write(self, text: str) -> int:
+        self.line += text
+        *whole, self.line = self.line.split("\n")
+        self.imported += sum(line.startswith("Importing ") for line in whole)
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 if __name__ == "__main__":

@@ -274,6 +274,16 @@ def test_missing_rom_with_the_tools():
     assert result.returncode == 2 and "not a folder" in result.stderr
 
 
+def test_a_folder_without_a_known_rom_imports_nothing_and_says_so(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a ROM")
+    (tmp_path / "game.sfc").write_bytes(os.urandom(4096))  # a ROM of no game stable-retro or a3g knows
+    result = run_script("retro_import.py", str(tmp_path), timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"no file in {tmp_path} is the ROM of a game" in lines[0]
+    assert "Imported 0 games" in result.stdout  # stable-retro's own line still shows
+
+
 @pytest.fixture(scope="module")
 def airstriker_run(tmp_path_factory, airstriker_states):
     """A short real training run on Airstriker: one worker (one emulator), the evaluator (another); training
