@@ -53,7 +53,7 @@ from runtime.supervisor import (
 )
 from runtime.tensorboard_log import TrainingLog
 from shared_optim import hyperparameters, optimizer_for
-from train import a3g_roles
+from train import a3g_roles, unused_step_sizes
 
 if TYPE_CHECKING:  # for the annotations only: Ray is an optional extra, imported when a run asks for it
     from impala.ray_backend import Cluster
@@ -182,6 +182,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     if args.bf16 and -1 in args.gpu_ids and not cpu_has_native_bf16():
         print("a3g: warning: --bf16 on a CPU without native bfloat16 support is emulated: expect slower training, "
               "not faster", file=sys.stderr, flush=True)
+    if (note := unused_step_sizes(args)) is not None:
+        print(f"a3g: note: {note}", file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGTERM, raise_terminated)
     context = RunContext(args, settings, meta, shared_model, optimizer, state, paths, start_seconds)

@@ -43,6 +43,16 @@ def worker_num_steps(args: argparse.Namespace, rank: int) -> int:
     return args.num_steps
 
 
+def unused_step_sizes(args: argparse.Namespace) -> str | None:
+    """A note for the start of a run whose ``--distributed-step-size`` has more entries than it has workers (a list
+    written for a larger machine, the workers auto picked for this one): the entries no worker gets."""
+    unused = args.distributed_step_size[args.workers:]
+    if not unused:
+        return None
+    return (f"--distributed-step-size {' '.join(map(str, args.distributed_step_size))} has more entries than the "
+            f"{args.workers} worker(s): {' '.join(map(str, unused))} unused (one entry per worker, round-robin)")
+
+
 def time_limit_bootstrap(model: torch.nn.Module, envs: RolloutEnvs, state: tuple[torch.Tensor, torch.Tensor],
                          gamma: float, device: torch.device) -> torch.Tensor:
     """``[B]``: ``gamma * V(cut observation)`` for the envs a time limit cut at this step, 0 for the others: added to

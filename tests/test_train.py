@@ -8,7 +8,7 @@ import torch
 
 from core.returns import gae_advantages
 from core.schedule import entropy_coef, learning_rate
-from train import a3c_loss, worker_num_steps
+from train import a3c_loss, unused_step_sizes, worker_num_steps
 
 ARGS = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, num_steps=20, distributed_step_size=[],
                           normalize_advantages=False, bound_coef=0.0)
@@ -75,6 +75,15 @@ def test_distributed_step_sizes_round_robin():
     args = argparse.Namespace(num_steps=20, distributed_step_size=[16, 32, 64])
     assert [worker_num_steps(args, r) for r in range(5)] == [16, 32, 64, 16, 32]
     assert worker_num_steps(argparse.Namespace(num_steps=20, distributed_step_size=[]), 3) == 20
+
+
+def test_step_sizes_no_worker_gets_are_named_at_the_start():
+    args = argparse.Namespace(workers=2, distributed_step_size=[16, 32, 64, 128])
+    assert unused_step_sizes(args) == ("--distributed-step-size 16 32 64 128 has more entries than the 2 worker(s): "
+                                       "64 128 unused (one entry per worker, round-robin)")
+    for workers in (4, 18):
+        assert unused_step_sizes(argparse.Namespace(workers=workers, distributed_step_size=[16, 32, 64, 128])) is None
+    assert unused_step_sizes(argparse.Namespace(workers=2, distributed_step_size=[])) is None
 
 
 def test_lr_decay_schedule_and_the_update_that_steps_with_it():
