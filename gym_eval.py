@@ -33,7 +33,7 @@ import torch
 
 from core.cli import HelpFormatter, OneLineParser, random_seed
 from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, BadInput
-from core.files import atomic_write_text, env_file_name, try_write
+from core.files import atomic_write_text, check_json_output, env_file_name
 from core.hardware import missing_gpus
 from core.logs import file_logger
 from core.play import play_game
@@ -282,17 +282,6 @@ def write_json(path: str, obj: object) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-def is_results_file(path: str) -> bool:
-    """Whether ``path`` holds an earlier --json of gym_eval's (which a new one may replace: same command, newer
-    games), not a file of something else that happens to be there."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and {"env", "model", "policy", "episodes"} <= data.keys()
-
-
 def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
     """Create every output folder up front, so that a bad path fails before any game is played."""
     try:
@@ -308,13 +297,12 @@ def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
     except OSError as exc:
         raise BadInput(f"cannot create an output folder: {exc}") from None
     if args.json:
-        if os.path.isfile(args.json) and not is_results_file(args.json):
-            raise BadInput(f"--json {args.json} exists and holds no gym_eval results: it is kept; give another file")
         try:  # where the results will be written, tried before the games
             os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-            try_write(args.json)
         except OSError as exc:
             raise BadInput(f"--json {args.json} cannot be written ({exc.strerror or exc})") from None
+        # an earlier --json of gym_eval's may be replaced (same command, newer games), nothing else
+        check_json_output(args.json, "--json", {"env", "model", "policy", "episodes"}, "gym_eval")
     return monitor
 
 

@@ -6,12 +6,14 @@ the new one, never half of one. Checkpoints, model files, ``args.json``, ``summa
 """
 
 import errno
+import json
 import os
 import shutil
 from typing import BinaryIO, Callable
 
 import torch
 
+from core.errors import BadInput
 from core.faults import injected_fault
 
 
@@ -103,6 +105,35 @@ def try_write(path: str | os.PathLike) -> None:
     with open(probe, "wb"):
         pass
     os.remove(probe)
+
+
+def check_json_output(path: str | os.PathLike, flag: str, keys: set[str], command: str) -> None:
+    """A command's ``flag PATH`` (a JSON file of its results) may replace an earlier one of its own results (a JSON
+    object with every one of ``keys``: the same command, newer figures) but nothing else: any other file there is the
+    user's and is kept. Also tries the write, so that a bad path fails before the work. Raises BadInput, one line."""
+    if os.path.isfile(path):
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            data = None
+        if not (isinstance(data, dict) and keys <= data.keys()):
+            raise BadInput(f"{flag} {os.fspath(path)} exists and holds no {command} results: it is kept; give another "
+                           f"file")
+    try:
+        try_write(path)
+    except OSError as exc:
+        raise BadInput(f"{flag} {os.fspath(path)} cannot be written ({exc.strerror or exc})") from None
+
+
+def unused_file(path: str) -> str:
+    """``path``, or ``<stem>-2<ext>``, ``<stem>-3<ext>``, ...: the first name no file has."""
+    stem, ext = os.path.splitext(path)
+    name, n = path, 1
+    while os.path.exists(name):
+        n += 1
+        name = f"{stem}-{n}{ext}"
+    return name
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, fault: str = "save_enospc") -> None:

@@ -43,7 +43,7 @@ import torch.multiprocessing as mp
 
 from core.cli import OneLineParser
 from core.errors import BadInput
-from core.files import atomic_write_text, try_write
+from core.files import atomic_write_text, check_json_output, unused_file
 from core.hardware import device_for, missing_gpus, usable_cores
 from core.timing import phase_split
 from envs.environment import EnvSettings, check_env_id, frames_per_step, make_env
@@ -260,7 +260,9 @@ def main() -> int:
                    help="as main.py's: the training runs' GPUs, the first one for the network's cost (default: all "
                         "visible GPUs, else -1: the CPU)")
     p.add_argument("--quick", action="store_true", help="seconds, not minutes: one configuration, short phases")
-    p.add_argument("--json", default="bench.json", help="write the results here")
+    p.add_argument("--json", default=None,
+                   help="write the results here; an earlier bench result there is replaced, any other file kept "
+                        "(default: bench.json, or bench-2.json, ... where one is already there)")
     args = p.parse_args()
     if args.workers < 1 or not (args.seconds > 0 and args.warmup >= 0 and args.emulator_seconds > 0):
         p.error("--workers and --seconds must be positive, --warmup >= 0 and --emulator-seconds > 0")
@@ -279,10 +281,11 @@ def main() -> int:
         configs = [parse_config(c) for c in args.configs]
     except ValueError as exc:
         p.error(str(exc))
+    args.json = args.json or unused_file("bench.json")  # an earlier run's figures are kept
     try:
-        try_write(args.json)  # before minutes of measuring, not after
-    except OSError as exc:
-        p.error(f"--json {args.json} cannot be written ({exc.strerror or exc})")
+        check_json_output(args.json, "--json", {"env", "cores", "results"}, "tools.bench")  # before minutes of work
+    except BadInput as exc:
+        p.error(str(exc))
     cores = usable_cores()
     skip = frames_per_step(args.env, 4)
     print(f"bench: {args.env} on {cpu_name()}, {cores} cores, torch {torch.__version__}, {args.workers} workers, "

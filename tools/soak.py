@@ -23,7 +23,8 @@ import tempfile
 import time
 
 from core.cli import OneLineParser
-from core.files import atomic_write_text, try_write
+from core.errors import BadInput
+from core.files import atomic_write_text, check_json_output
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository, where main.py is
 
@@ -96,7 +97,8 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2 * len(os.sched_getaffinity(0)))
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--interval", type=float, default=10)
-    p.add_argument("--json", default=None, help="write the figures here")
+    p.add_argument("--json", default=None,
+                   help="write the figures here (an earlier soak result there is replaced, any other file kept)")
     p.add_argument("--keep", action="store_true", help="keep the run's files (kept anyway when the soak fails)")
     p.add_argument("extra", nargs=argparse.REMAINDER, help="more flags for main.py (after --)")
     args = p.parse_args()
@@ -105,9 +107,9 @@ def main() -> int:
             p.error(f"{flag} must be above 0, got {value:g}")
     if args.json:
         try:
-            try_write(args.json)
-        except OSError as exc:
-            p.error(f"--json {args.json} cannot be written ({exc.strerror or exc})")
+            check_json_output(args.json, "--json", {"command", "returncode", "peak_rss_mb"}, "tools.soak")
+        except BadInput as exc:
+            p.error(str(exc))
 
     out = tempfile.mkdtemp(prefix="a3g-soak-")
     cmd = [sys.executable, os.path.join(ROOT, "main.py"), "--env", args.env, "--workers", str(args.workers),

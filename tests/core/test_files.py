@@ -39,6 +39,27 @@ def test_try_write_finds_a_bad_output_path_and_leaves_nothing(tmp_path):
             raise AssertionError(f"{bad} should not be writable")
 
 
+def test_a_json_output_replaces_only_an_earlier_result_of_its_own_command(tmp_path):
+    from core.errors import BadInput
+    from core.files import check_json_output, unused_file
+
+    keys = {"env", "results"}
+    check_json_output(tmp_path / "new.json", "--json", keys, "tools.bench")  # nothing there: fine
+    (tmp_path / "bench.json").write_text('{"env": "Pong", "results": [], "cores": 2}')
+    check_json_output(tmp_path / "bench.json", "--json", keys, "tools.bench")  # its own earlier figures: replaced
+    for name, text in (("notes.json", '{"env": "mine"}'), ("list.json", "[1, 2]"), ("notes.txt", "a user's notes")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(BadInput, match=f"--json .*{name} exists and holds no tools.bench results: it is kept"):
+            check_json_output(tmp_path / name, "--json", keys, "tools.bench")
+        assert (tmp_path / name).read_text() == text
+    with pytest.raises(BadInput, match="cannot be written"):
+        check_json_output(tmp_path / "no_such_folder" / "x.json", "--json", keys, "tools.bench")
+    # a default name never lands on an earlier file
+    assert unused_file(str(tmp_path / "fresh.json")) == str(tmp_path / "fresh.json")
+    (tmp_path / "bench-2.json").write_text("{}")
+    assert unused_file(str(tmp_path / "bench.json")) == str(tmp_path / "bench-3.json")
+
+
 def test_keep_as_copies_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
     (tmp_path / "checkpoint.pt").write_bytes(b"state at 1000 frames")
 

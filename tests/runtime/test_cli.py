@@ -545,7 +545,8 @@ def saved_frames(run):
 @pytest.mark.parametrize("flags, words", [(["--seconds", "-5"], ["--seconds", "above 0"]),
                                           (["--interval", "0"], ["--interval"]), (["--workers", "0"], ["--workers"]),
                                           (["--json", "/proc/a3g-soak.json"], ["--json", "cannot be written"]),
-                                          (["--json", "."], ["--json", "is a folder"])])
+                                          (["--json", "."], ["--json", "is a folder"]),
+                                          (["--json", "README.md"], ["--json", "holds no tools.soak results"])])
 def test_soak_refuses_a_bad_budget_before_it_starts_a_run(flags, words, tmp_path):
     result = subprocess.run([*command("soak"), "--env", "CartPole-v1", *flags], capture_output=True, text=True,
                             timeout=120, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})

@@ -80,6 +80,12 @@ def test_bench_refuses_a_bad_configuration_in_one_line(tmp_path):
     result = subprocess.run([*command("bench"), "--quick", "--json", "/proc/a3g-bench.json"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "--json /proc/a3g-bench.json cannot be written" in result.stderr, result.stderr
+    # a file of something else at --json is the user's: kept
+    (tmp_path / "notes.json").write_text('{"kept by": "a user"}')
+    result = subprocess.run([*command("bench"), "--quick", "--json", str(tmp_path / "notes.json")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "holds no tools.bench results: it is kept" in result.stderr, result.stderr
+    assert (tmp_path / "notes.json").read_text() == '{"kept by": "a user"}'
     for flags, says in ((["--env", "NoSuchGame-v0"], "NoSuchGame-v0"), (["--gpu-ids", "99"], "--gpu-ids [99]"),
                         (["--workers", "0"], "--workers")):
         result = subprocess.run([*command("bench"), "--quick", *flags, "--json", str(tmp_path / "bench.json")],
