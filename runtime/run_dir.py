@@ -91,20 +91,11 @@ def drop_cut_row(path: str) -> None:
     """A last row that does not end its line (the machine stopped in the middle of writing it) is removed, so that
     the rows appended after it start on a line of their own instead of gluing onto it."""
     with open(path, "rb+") as f:
-        size = f.seek(0, os.SEEK_END)
-        start = size
-        while start > 0:
-            start = max(0, start - 65536)
-            f.seek(start)
-            tail = f.read(size - start)
-            if tail.endswith(b"\n"):
-                return
-            if b"\n" in tail:
-                f.truncate(start + tail.rindex(b"\n") + 1)
-                f.flush()
-                os.fsync(f.fileno())
-                return
-        f.truncate(0)  # not even the header is whole
+        text = f.read()  # a few MB at most: one row per game
+        if text and not text.endswith(b"\n"):
+            f.truncate(text.rfind(b"\n") + 1)  # no whole line at all, not even the header: empty
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def progress_frames(folder: str, name: str = "progress.csv") -> list[float]:
