@@ -30,13 +30,25 @@ def temporary_name(path: str | os.PathLike) -> str:
     return f"{os.fspath(path)}{TEMPORARY}{os.getpid()}"
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id runs (another user's included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def remove_stale_temporaries(folder: str | os.PathLike) -> None:
     """Remove the temporary files (``<name>.tmp.<pid>``) that another process's ``_atomic_write`` left in ``folder``
     when it was killed mid-write (a SIGTERM to the process group, a SIGKILL): called once every child has stopped.
-    The files they were writing are untouched: the rename never happened."""
+    The files they were writing are untouched: the rename never happened. A writer still alive is another run's
+    process writing into a folder the runs share (``--save-model-dir``): its file is left to it."""
     for name in os.listdir(folder) if folder and os.path.isdir(folder) else []:
         stem, _, pid = name.rpartition(TEMPORARY)
-        if stem and pid.isdigit() and int(pid) != os.getpid():
+        if stem and pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             try:
                 os.remove(os.path.join(folder, name))
             except OSError:

@@ -2,6 +2,8 @@
 
 import errno
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -9,13 +11,21 @@ from core.files import atomic_write_text, keep_as, remove_stale_temporaries
 
 
 def test_stale_temporaries_of_other_processes_are_removed_and_nothing_else(tmp_path):
-    atomic_write_text(tmp_path / "checkpoint.pt", "whole")
-    (tmp_path / "best_model.pt.tmp.10787").write_text("half")  # a child killed mid-write
-    (tmp_path / f"summary.json.tmp.{os.getpid()}").write_text("mine")  # this process's own write under way
-    (tmp_path / "notes.tmp.txt").write_text("a user's file")
-    remove_stale_temporaries(tmp_path)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a child killed mid-write: gone, reaped
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # another run's writer
+    try:
+        atomic_write_text(tmp_path / "checkpoint.pt", "whole")
+        (tmp_path / f"best_model.pt.tmp.{dead.pid}").write_text("half")
+        (tmp_path / f"summary.json.tmp.{os.getpid()}").write_text("mine")  # this process's own write under way
+        (tmp_path / f"Pong.pt.tmp.{alive.pid}").write_text("another run's export, being written")
+        (tmp_path / "notes.tmp.txt").write_text("a user's file")
+        remove_stale_temporaries(tmp_path)
+    finally:
+        alive.kill()
+        alive.wait()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["checkpoint.pt", f"summary.json.tmp.{os.getpid()}", "notes.tmp.txt"])
+        ["checkpoint.pt", f"summary.json.tmp.{os.getpid()}", f"Pong.pt.tmp.{alive.pid}", "notes.tmp.txt"])
     assert (tmp_path / "checkpoint.pt").read_text() == "whole"
     remove_stale_temporaries(tmp_path / "missing")  # a folder the run never made: nothing to do
     remove_stale_temporaries(None)
