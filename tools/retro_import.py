@@ -31,8 +31,12 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.argv = ["retro_import.py", *folders]  # stable-retro's importer reads its folders from sys.argv
     shown = CountingOutput(sys.stdout)
-    with contextlib.redirect_stdout(shown):
-        stable_retro_import()
+    try:
+        with contextlib.redirect_stdout(shown):
+            stable_retro_import()
+    except OSError as exc:  # a ROM folder it cannot write (a read-only install), a file it cannot read
+        print(f"{PROG}: error: {exc.filename or 'a file'}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     if not shown.imported:
         print(f"{PROG}: error: no file in {', '.join(folders)} is the ROM of a game stable-retro or a3g knows "
               f"(matched by SHA-1: a ROM dumped or patched differently does not match)", file=sys.stderr)
