@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -282,6 +283,22 @@ def test_a_folder_without_a_known_rom_imports_nothing_and_says_so(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"no file in {tmp_path} is the ROM of a game" in lines[0]
     assert "Imported 0 games" in result.stdout  # stable-retro's own line still shows
+
+
+def test_a_rom_folder_it_cannot_write_is_one_line(tmp_path, monkeypatch, capsys):
+    import stable_retro.scripts.import_path as importer
+
+    from tools import retro_import
+
+    def read_only(*_):
+        raise PermissionError(13, "Permission denied", "/site-packages/stable_retro/data/stable/Game/rom.sfc")
+
+    monkeypatch.setattr(importer, "main", read_only)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the tool hands its folders to the importer through sys.argv
+    assert retro_import.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["python -m tools.retro_import: error: /site-packages/stable_retro/data/stable/Game/rom.sfc: "
+                   "Permission denied"]
 
 
 @pytest.fixture(scope="module")
