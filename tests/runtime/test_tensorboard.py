@@ -27,7 +27,9 @@ def test_a_cartpole_run_writes_training_games_eval_scores_graph_and_histograms(t
     # late that is depends on the machine's load), not once per evaluator game
     writes, losses = events.Scalars("charts/agent_steps"), events.Scalars("losses/entropy")
     assert len(losses) >= 2 and [e.step for e in losses] == [w.step for w in writes if w.step >= losses[0].step]
-    assert all(b.wall_time - a.wall_time >= 0.99 for a, b in zip(writes[:-2], writes[1:-1]))  # the last: at the end
+    # one write per --log-interval second, not one per game, and a last one at the end (counted, not timed: an event's
+    # wall time is taken when it is added, which a loaded machine can delay past the next write's)
+    assert len(writes) <= summary["seconds"] / 1 + 2, (len(writes), summary["seconds"])
     assert any(tag.startswith("weights/") for tag in tags["histograms"]) and tags["graph"]
     assert any(tag.startswith("gradients/") for tag in tags["histograms"])  # worker 0's, from its own event file
     # where the workers' time went: stepping CartPole, acting, learning, and the optimizer's step
