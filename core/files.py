@@ -119,30 +119,34 @@ def try_write(path: str | os.PathLike) -> None:
     os.remove(probe)
 
 
+def load_json(path: str | os.PathLike) -> dict:
+    """A JSON object from ``path``; {} when it is missing, unreadable or not an object (a crashed run's)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def check_json_output(path: str | os.PathLike, flag: str, keys: set[str], command: str) -> None:
     """A command's ``flag PATH`` (a JSON file of its results) may replace an earlier one of its own results (a JSON
     object with every one of ``keys``: the same command, newer figures) but nothing else: any other file there is the
     user's and is kept. Also tries the write, so that a bad path fails before the work. Raises BadInput, one line."""
-    if os.path.isfile(path):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            data = None
-        if not (isinstance(data, dict) and keys <= data.keys()):
-            raise BadInput(f"{flag} {os.fspath(path)} exists and holds no {command} results: it is kept; give another "
-                           f"file")
+    if os.path.isfile(path) and not keys <= load_json(path).keys():
+        raise BadInput(f"{flag} {os.fspath(path)} exists and holds no {command} results: it is kept; give another "
+                       f"file")
     try:
         try_write(path)
     except OSError as exc:
         raise BadInput(f"{flag} {os.fspath(path)} cannot be written ({exc.strerror or exc})") from None
 
 
-def unused_file(path: str) -> str:
-    """``path``, or ``<stem>-2<ext>``, ``<stem>-3<ext>``, ...: the first name no file has."""
-    stem, ext = os.path.splitext(path)
-    name, n = path, 1
-    while os.path.exists(name):
+def first_free(stem: str, taken: Callable[[str], bool], ext: str = "") -> str:
+    """``<stem><ext>``, or ``<stem>-2<ext>``, ``<stem>-3<ext>``, ...: the first name that ``taken`` says is free (a
+    folder that holds no run, a file name no file has)."""
+    name, n = stem + ext, 1
+    while taken(name):
         n += 1
         name = f"{stem}-{n}{ext}"
     return name

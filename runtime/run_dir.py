@@ -19,7 +19,7 @@ import math
 import os
 
 from core.errors import BadInput
-from core.files import atomic_write_text, env_file_name
+from core.files import atomic_write_text, env_file_name, first_free
 from runtime.checkpoints import archive_frames, frames_on_disk
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
@@ -47,11 +47,7 @@ def holds_run(folder: str) -> bool:
 
 def unused_folder(stem: str) -> str:
     """``stem``, or ``stem-2``, ``stem-3``, ... : the first that holds no run."""
-    folder, n = stem, 1
-    while holds_run(folder):
-        n += 1
-        folder = f"{stem}-{n}"
-    return folder
+    return first_free(stem, holds_run)
 
 
 def branches(run: str) -> list[tuple[int, str]]:

@@ -43,7 +43,7 @@ import torch.multiprocessing as mp
 
 from core.cli import OneLineParser
 from core.errors import BadInput
-from core.files import atomic_write_text, check_json_output, unused_file
+from core.files import atomic_write_text, check_json_output, first_free
 from core.hardware import device_for, missing_gpus, usable_cores
 from core.timing import phase_split
 from envs.environment import EnvSettings, check_env_id, frames_per_step, make_env
@@ -281,7 +281,7 @@ def main() -> int:
         configs = [parse_config(c) for c in args.configs]
     except ValueError as exc:
         p.error(str(exc))
-    args.json = args.json or unused_file("bench.json")  # an earlier run's figures are kept
+    args.json = args.json or first_free("bench", os.path.exists, ".json")  # an earlier run's figures are kept
     try:
         check_json_output(args.json, "--json", {"env", "cores", "results"}, "tools.bench")  # before minutes of work
     except BadInput as exc:

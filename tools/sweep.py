@@ -59,7 +59,7 @@ from typing import Sequence
 
 from core.cli import SEED_LIMIT, HelpFormatter, OneLineParser, random_seed
 from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
-from core.files import atomic_write_bytes, atomic_write_text
+from core.files import atomic_write_bytes, atomic_write_text, load_json
 from runtime.run_dir import branches, holds_run
 from tools.plot import read_progress, run_env
 
@@ -179,16 +179,6 @@ def run_dirs(out: str) -> list[str]:
     found = [(int(m.group(1)), name) for name in (os.listdir(out) if os.path.isdir(out) else [])
              if (m := re.fullmatch(r"run(\d+)", name)) and os.path.isdir(os.path.join(out, name))]
     return [os.path.join(out, name) for _, name in sorted(found)]
-
-
-def load_json(path: str) -> dict:
-    """A JSON object from ``path``; {} when it is missing, unreadable or not an object (a crashed run's)."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def newest_part(part: str) -> str:

@@ -51,7 +51,7 @@ def test_try_write_finds_a_bad_output_path_and_leaves_nothing(tmp_path):
 
 def test_a_json_output_replaces_only_an_earlier_result_of_its_own_command(tmp_path):
     from core.errors import BadInput
-    from core.files import check_json_output, unused_file
+    from core.files import check_json_output, first_free
 
     keys = {"env", "results"}
     check_json_output(tmp_path / "new.json", "--json", keys, "tools.bench")  # nothing there: fine
@@ -65,9 +65,9 @@ def test_a_json_output_replaces_only_an_earlier_result_of_its_own_command(tmp_pa
     with pytest.raises(BadInput, match="cannot be written"):
         check_json_output(tmp_path / "no_such_folder" / "x.json", "--json", keys, "tools.bench")
     # a default name never lands on an earlier file
-    assert unused_file(str(tmp_path / "fresh.json")) == str(tmp_path / "fresh.json")
+    assert first_free(str(tmp_path / "fresh"), os.path.exists, ".json") == str(tmp_path / "fresh.json")
     (tmp_path / "bench-2.json").write_text("{}")
-    assert unused_file(str(tmp_path / "bench.json")) == str(tmp_path / "bench-3.json")
+    assert first_free(str(tmp_path / "bench"), os.path.exists, ".json") == str(tmp_path / "bench-3.json")
 
 
 def test_keep_as_copies_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
