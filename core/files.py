@@ -32,12 +32,14 @@ def temporary_name(path: str | os.PathLike) -> str:
 
 def process_alive(pid: int) -> bool:
     """Whether a process with this id runs (another user's included)."""
+    if pid <= 0:  # to os.kill, these name process groups
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # no such process, or an id no process can have
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's
+        pass
     return True
 
 
@@ -48,7 +50,7 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> None:
     process writing into a folder the runs share (``--save-model-dir``): its file is left to it."""
     for name in os.listdir(folder) if folder and os.path.isdir(folder) else []:
         stem, _, pid = name.rpartition(TEMPORARY)
-        if stem and pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
+        if stem and pid.isdigit() and not process_alive(int(pid)):  # this process's own writes too are alive
             try:
                 os.remove(os.path.join(folder, name))
             except OSError:

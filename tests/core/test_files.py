@@ -20,6 +20,8 @@ def test_stale_temporaries_of_other_processes_are_removed_and_nothing_else(tmp_p
         (tmp_path / f"summary.json.tmp.{os.getpid()}").write_text("mine")  # this process's own write under way
         (tmp_path / f"Pong.pt.tmp.{alive.pid}").write_text("another run's export, being written")
         (tmp_path / "notes.tmp.txt").write_text("a user's file")
+        (tmp_path / "old.pt.tmp.0").write_text("no process")
+        (tmp_path / f"old.pt.tmp.{2 ** 70}").write_text("an id no process can have")
         remove_stale_temporaries(tmp_path)
     finally:
         alive.kill()
