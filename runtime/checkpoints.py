@@ -169,7 +169,10 @@ class CheckpointWriter:
 
     def save(self, payload: dict) -> bool:
         archive = None
-        if self.keep > 1 and self.last_frames is not None and os.path.exists(self.path):
+        # a save with no frames since the last (a resume stopped at once) holds that very state: archiving it
+        # again would rotate out an older, different archive for a copy of the newest
+        if (self.keep > 1 and self.last_frames is not None and int(payload["frames"]) != self.last_frames
+                and os.path.exists(self.path)):
             archive = os.path.join(self.folder, f"checkpoint-{self.last_frames}.pt")
             if os.path.exists(archive):  # frames only grow in a run directory: that file holds this very state
                 archive = None

@@ -351,6 +351,21 @@ def test_rotation_copies_where_the_file_system_has_no_hard_links(tmp_path, monke
     assert not logged
 
 
+def test_a_resume_stopped_before_any_frame_keeps_every_archive(tmp_path):
+    """Its last save holds the state on disk already: archiving that again rotated out an older archive, a state
+    the folder then no longer had (each such stop lost one more)."""
+    logged = []
+    writer = CheckpointWriter(str(tmp_path / "checkpoint.pt"), keep=2, log=logged.append)
+    for frames in (500, 1000):
+        assert writer.save({"frames": float(frames)}), logged
+    resumed = CheckpointWriter(str(tmp_path / "checkpoint.pt"), keep=2, log=logged.append, last_frames=1000)
+    assert resumed.save({"frames": 1000.0}), logged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-500.pt", "checkpoint.pt"]
+    assert torch.load(tmp_path / "checkpoint-500.pt", weights_only=True)["frames"] == 500.0
+    assert resumed.save({"frames": 1500.0}), logged  # the next real save archives the resumed state as before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1000.pt", "checkpoint.pt"]
+
+
 def test_a_folder_of_archived_checkpoints_alone_is_a_run_a_fresh_one_never_joins(tmp_path):
     """A fresh run there would rotate them away (--keep-checkpoints deletes the fewest-frames archives)."""
     (tmp_path / "kept").mkdir()
