@@ -53,7 +53,7 @@ from envs.environment import (
 from envs.recording import Monitor, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error, video_fps
 from model import RECURRENT_MODELS, build_model, describe_network
 from runtime.checkpoints import load_checkpoint
-from runtime.run_dir import BEST_MODEL, branches
+from runtime.run_dir import BEST_MODEL, branches, sibling_stem
 
 DEFAULT_ENV = "PongNoFrameskip-v4"
 PROGRESS_EVERY = 10.0  # seconds between the lines of a game still playing
@@ -161,7 +161,7 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
     notes = []
     later = branches(args.model_path) if args.model_path is not None and os.path.isdir(args.model_path) else []
     if later:  # named as the user named the run (a relative path stays relative)
-        run = args.model_path.rstrip(os.sep)
+        run = sibling_stem(args.model_path)
         at, folder = later[-1]
         newest = os.path.join(os.path.dirname(run), os.path.basename(folder))
         notes.append(f"main.py --resume wrote a branch of {run} from its state at {at:,} frames, {newest}"

@@ -37,6 +37,13 @@ def resumed_run_dir(path: str) -> str:
     return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
 
 
+def sibling_stem(run: str) -> str:
+    """``run`` as the start of a folder name beside it (``<run>-from-<frames>``): as given, so that a relative path
+    stays relative, but absolute where it ends in ``.`` or ``..`` (``--resume .`` in the run's own folder)."""
+    stem = os.path.normpath(run)
+    return os.path.abspath(stem) if os.path.basename(stem) in (os.curdir, os.pardir) else stem
+
+
 def holds_run(folder: str) -> bool:
     """Whether ``folder`` holds any of a run's files (``RUN_FILES``, or an archived checkpoint)."""
     if any(os.path.exists(os.path.join(folder, name)) for name in RUN_FILES):
@@ -128,7 +135,7 @@ def choose_run_dir(args: argparse.Namespace, resumed: dict | None) -> str:
     newest = newest_frames(source, args.resume, resumed)
     branch = newest is not None and newest > frames
     if given is None:
-        return unused_folder(f"{source.rstrip(os.sep)}-from-{frames}") if branch else source
+        return unused_folder(f"{sibling_stem(source)}-from-{frames}") if branch else source
     if os.path.abspath(given) == os.path.abspath(source):
         if branch:
             raise BadInput(f"{source} went on to {newest:.0f} frames, past the {frames} of {args.resume}: that "

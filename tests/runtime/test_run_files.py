@@ -178,6 +178,19 @@ def test_a_resume_from_an_earlier_state_is_a_branch(tmp_path):
     assert choose_run_dir(args_for(resume=str(run / "checkpoint-100.pt")), older) == f"{run}-from-100-2"
 
 
+def test_a_branch_of_the_folder_one_is_in_goes_beside_it(tmp_path, monkeypatch):
+    """``--resume .`` from inside a run: the branch is a folder beside the run, not a hidden ``.-from-N`` in it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    fake_checkpoint(run / "checkpoint.pt", 300)
+    (run / "games.csv").write_text(",".join(GAMES_FIELDS) + "\n1.0,320,9,9\n")  # a run killed past its checkpoint
+    monkeypatch.chdir(run)
+    for resume in (".", "./", "../run"):
+        assert choose_run_dir(args_for(resume=resume), {"frames": 300.0}) in (str(tmp_path / "run-from-300"),
+                                                                              os.path.join("..", "run-from-300"))
+    assert choose_run_dir(args_for(resume="."), {"frames": 300.0}) == str(tmp_path / "run-from-300")
+
+
 def test_branches_are_the_resumes_beside_a_run_oldest_state_first(tmp_path):
     run = tmp_path / "run1"
     run.mkdir()
