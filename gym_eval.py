@@ -187,10 +187,13 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
             raise BadInput(f"--state is for stable-retro games; {args.env} is not one")
         settings.retro = {**settings.retro, "eval_states": retro_env.state_paths(args.env, args.state)}
     elif settings.retro is not None:  # state files are the training machine's paths
-        for state in retro_env.start_states(settings.retro, train=False):
+        states = retro_env.start_states(settings.retro, train=False)
+        for state in states:
             if not os.path.isfile(state):
                 raise BadInput(f"{path} starts its games from {state}, which is not here: give --state FILE "
                                f"(or the name of a state in the game's integration folder)")
+        if not states:  # the game's own start state, which this machine may lack (a3g's Mario Kart: retro_state)
+            retro_env.check_default_state(args.env)
     if args.env_config is not None and atari:
         crop = env_conf_for(args.env, load_env_config(args.env_config))
         if crop != settings.crop:

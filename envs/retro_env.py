@@ -144,10 +144,13 @@ def read_state(path: str) -> bytes:
 
 def start_states(conf: dict, train: bool) -> list[str]:
     """The save states episodes start from: training's (``states``) or the evaluator's (``eval_states``, default
-    the training ones). Model files from before several states were possible store one ``state`` (or None)."""
+    the training ones). Model files from before several states were possible store one ``state`` (or None);
+    ``gym_eval.py --state`` adds ``eval_states`` to those too, and they win there as anywhere."""
+    if not train and conf.get("eval_states") is not None:
+        return list(conf["eval_states"])
     if "states" not in conf:
         return [conf["state"]] if conf.get("state") else []
-    return list(conf["states"] if train or conf.get("eval_states") is None else conf["eval_states"])
+    return list(conf["states"])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -327,11 +330,12 @@ def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) ->
     env = RetroSkip(env, settings.skip_rate)
     if conf.get("rules"):
         env = game_rules(conf["rules"])(env)
+    # inside the game's statistics, so that a game cut at --max-episode-length is counted with its points too
+    env = gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
     if train:  # a game's points and length in agent steps, before the training reward's scale
         env = gym.wrappers.RecordEpisodeStatistics(env)
     if train and conf.get("reward_scale", 1.0) != 1.0:
         scale = conf["reward_scale"]  # training only, before the worker's clipping: points that come in hundreds
         env = gym.wrappers.TransformReward(env, lambda reward: reward * scale)
     box = retro_box(conf["crop"], *env.observation_space.shape[:2], settings.frame_size)
-    env = pixel_pipeline(env, box, settings.frame_norm, settings.frame_stack)
-    return gym.wrappers.TimeLimit(env, max_episode_steps=settings.max_episode_length)
+    return pixel_pipeline(env, box, settings.frame_norm, settings.frame_stack)

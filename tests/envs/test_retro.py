@@ -162,6 +162,23 @@ def test_model_files_with_one_state_still_load():
     assert retro_env.start_states(conf, train=False) == ["a", "b"]
     assert retro_env.start_states({**conf, "eval_states": ["c"]}, train=False) == ["c"]
     assert retro_env.start_states({**conf, "eval_states": ["c"]}, train=True) == ["a", "b"]
+    # gym_eval.py --state on such a file: the states given are played, not the one the file names
+    assert retro_env.start_states({"state": "/x/a.state", "eval_states": ["c"]}, train=False) == ["c"]
+    assert retro_env.start_states({"state": "/x/a.state", "eval_states": ["c"]}, train=True) == ["/x/a.state"]
+
+
+def test_a_training_game_cut_by_the_length_cap_is_counted_with_its_points():
+    """The cap cuts a game as its end does: the cut step carries the game's statistics (games.csv's row), as a
+    game that ended would, so the count of finished games and the rows of games.csv agree."""
+    env = make_env(EnvSettings(AIRSTRIKER, max_episode_length=40), train=True)
+    try:
+        env.reset(seed=0)
+        for _ in range(40):
+            _, _, terminated, truncated, info = env.step(0)
+            assert not terminated, "Airstriker's first 40 agent steps never end its game"
+        assert truncated and info["episode"]["l"] == 40
+    finally:
+        env.close()
 
 
 @pytest.fixture(scope="module")
@@ -471,6 +488,26 @@ def test_mario_kart_without_its_start_state_says_how_to_make_it(tmp_path, monkey
             retro_env.resolve(SMK)
     finally:
         monkeypatch.setattr(r.data, "get_romfile_path", real)
+
+
+def test_gym_eval_of_a_mario_kart_model_without_its_start_state_says_how_to_make_it(tmp_path, monkeypatch, capsys):
+    """A model trained from the game's own start state, played where tools.retro_state never ran: one line, exit 2
+    (stable-retro opened a state file of None: a TypeError's traceback)."""
+    import gym_eval
+    from model import build_model, model_meta
+
+    r = retro_env.retro()
+    monkeypatch.setattr(r.data, "get_romfile_path", lambda game, inttype=None: str(tmp_path / "rom.sfc"))
+    meta = model_meta("nature", (4, 84, 84), 3, 512)
+    conf = {"actions": [["B"], ["B", "LEFT"], ["B", "RIGHT"]], "crop": {"top": 0, "bottom": 112, "left": 0, "right": 0},
+            "reward_scale": 1.0, "rules": "mario_kart", "states": [], "eval_states": None}
+    torch.save({"format_version": 1, "kind": "model", "env": EnvSettings(SMK, retro=conf, frame_size=84,
+                                                                          frame_stack=4).as_dict(),
+                "model_meta": meta, "state_dict": build_model(meta).state_dict(), "return": 0.0, "frames": 0.0},
+               tmp_path / "smk.pt")
+    code = gym_eval.main(["--model-path", str(tmp_path / "smk.pt"), "--log-dir", str(tmp_path / "logs")])
+    err = capsys.readouterr().err
+    assert code == 2 and "tools.retro_state" in err and "Traceback" not in err, err
 
 
 def test_state_maker_checks_the_race_start():
