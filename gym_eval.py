@@ -290,7 +290,7 @@ def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
     try:
         os.makedirs(args.log_dir, exist_ok=True)
         if args.record:
-            earlier = sorted(glob.glob(os.path.join(args.record, f"{env_file_name(args.env)}_episode*")))
+            earlier = sorted(glob.glob(os.path.join(glob.escape(args.record), f"{env_file_name(args.env)}_episode*")))
             if earlier:
                 raise BadInput(f"--record {args.record} already holds videos of {args.env} "
                                f"({os.path.basename(earlier[0])}, ...): they are kept; give another folder")

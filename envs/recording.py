@@ -190,7 +190,8 @@ class Monitor:
 
     def __init__(self, folder: str):
         self.folder = folder
-        earlier = glob.glob(os.path.join(folder, "rl-video-episode-*")) + glob.glob(os.path.join(folder, "stats.json"))
+        here = glob.escape(folder)  # a folder named like "run[1]" is that folder, not a pattern
+        earlier = glob.glob(os.path.join(here, "rl-video-episode-*")) + glob.glob(os.path.join(here, "stats.json"))
         if earlier:
             raise BadInput(f"{folder} holds an earlier record ({os.path.basename(sorted(earlier)[-1])}, ...): it is "
                            f"kept; move it away or give another --log-dir")

@@ -277,6 +277,23 @@ def test_bad_input_is_one_line_exit_2(case, bad_files, capsys):
         assert "--json" in lines[0] and ("cannot be written" in lines[0] or "it is kept" in lines[0]), lines[0]
 
 
+def test_earlier_records_in_a_folder_named_like_a_pattern_are_kept(bad_files, tmp_path, capsys):
+    """"videos[1]" is a folder name, not a glob pattern: its videos, and a monitor's stats.json under a --log-dir
+    so named, are found and kept (read as a pattern, the folder looked empty and was written over)."""
+    videos = tmp_path / "videos[1]"
+    videos.mkdir()
+    (videos / "CartPole-v1_episode001.mp4").write_bytes(b"a kept video")
+    monitor = tmp_path / "logs[1]" / "CartPole-v1_monitor"
+    monitor.mkdir(parents=True)
+    (monitor / "stats.json").write_text("{}")
+    for flags, expected in ((["--record", str(videos), "--log-dir", str(tmp_path / "logs")], "already holds videos"),
+                            (["--new-gym-eval", "--log-dir", str(tmp_path / "logs[1]")], "earlier record")):
+        code, out, err = run_in_process(["--env", "CartPole-v1", "-lmd", str(bad_files), *flags], capsys)
+        assert code == 2 and expected in err and out == "", (flags, out, err)
+    assert (videos / "CartPole-v1_episode001.mp4").read_bytes() == b"a kept video"
+    assert (monitor / "stats.json").read_text() == "{}"
+
+
 @pytest.mark.parametrize("case", ["unknown env", "garbage file", "num-episodes 0", "model of another game"])
 def test_bad_input_as_a_user_sees_it(case, bad_files):
     result = run_eval(*[f.format(tmp=bad_files) for f in BAD[case]], "--log-dir", bad_files / "logs")
