@@ -246,7 +246,7 @@ class LearnerStep:
         loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, cut, args, mask, self.policy,
                                                                 coef)
         if self.obs_stats is not None:  # the learner keeps the observation statistics; they go out with the weights
-            self.obs_stats.update(fresh["obs"])
+            self.obs_stats.update(fresh["obs"][:-1])  # the last is the next unroll's first, counted there
         need = len(lag)
         if args.clone_losses and batch["actions"].shape[1] > need:  # once a replay holds its share
             policy_cloning, value_cloning = cloning_losses(batch, logits, values, need, self.policy)

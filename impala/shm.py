@@ -195,7 +195,8 @@ class StoreSource:
         if len(full) < need:
             return None
         slots = full[:need]
-        return self.store.take(slots), version - self.store.version[slots]
+        lag = version - self.store.version[slots]  # before take frees the slots to actors, who may refill them
+        return self.store.take(slots), lag
 
     def after(self, took: bool) -> None:
         if not took:

@@ -8,6 +8,7 @@ import math
 import multiprocessing as mp
 import time
 
+import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_impala import fake_batch
@@ -235,3 +236,22 @@ def test_a_replaced_learner_anneals_lambda_from_where_the_run_is(tmp_path, monke
     monkeypatch.setattr(replays[0], "candidates", counted)
     step(fake_batch(args.num_steps, step.need, 4, 2), torch.zeros(step.need, dtype=torch.int64))
     assert len(ranked) == 1 and ranked[0] <= 6
+
+
+def test_the_learner_counts_each_observation_of_an_unroll_once(tmp_path):
+    """An unroll's last observation is the first of the next unroll of its environment: the observation statistics
+    take the T steps that were acted on, as A3G's workers do, not that shared observation twice."""
+    args, settings, meta, _, _ = validate(["--algo", "impala", "--env", "CartPole-v1", "--workers", "1",
+                                           "--batch-size", "2", "--obs-norm", *map(str, out_dirs(tmp_path))])
+    ctx = mp.get_context("spawn")
+    shared_model = build_model(meta)
+    step = LearnerStep(args, meta, shared_model, optimizer_for(args, shared_model.parameters(), True),
+                       SharedWeights(ctx, shared_model), RunState(ctx, args.workers))
+    fresh = fake_batch(args.num_steps, step.need, 4, 2)
+    fresh["obs"][-1] = 1000.0  # the next unroll's first observation: it would pull the mean far up
+    step(fresh, torch.zeros(step.need, dtype=torch.int64))
+    stats = shared_model.obs_norm
+    assert float(stats.count) == pytest.approx(1e-4 + args.num_steps * step.need)
+    acted_on = fresh["obs"][:-1].reshape(-1, 4).double()
+    torch.testing.assert_close(stats.mean.double(), acted_on.mean(0) * (1 - 1e-4 / float(stats.count)),
+                               atol=1e-4, rtol=1e-4)
