@@ -48,9 +48,15 @@ def adam_step_bound(beta1: float, beta2: float, step: float) -> float:
 
     ``m_t = (1 - b1) sum_k b1^k g_{t-k}`` and ``v_t = (1 - b2) sum_k b2^k g_{t-k}^2``; Cauchy-Schwarz with weights
     ``b2^k`` gives ``|m_t| <= (1 - b1) sqrt(sum_k (b1^2 / b2)^k) sqrt(v_t / (1 - b2))``; the bias corrections
-    ``1 - b1^t`` and ``1 - b2^t`` complete it."""
+    ``1 - b1^t`` and ``1 - b2^t`` complete it. Where ``b2 < b1^2`` the bound grows without end (infinite once past
+    a float; ``b2 = 0``: from the first step), and nothing is clipped."""
+    if beta2 == 0.0:
+        return math.inf
     r = beta1 * beta1 / beta2
-    geometric = step if r == 1.0 else (1.0 - r**step) / (1.0 - r)
+    try:
+        geometric = step if r == 1.0 else (1.0 - r**step) / (1.0 - r)
+    except OverflowError:
+        return math.inf
     return ((1.0 - beta1) / (1.0 - beta1**step) * math.sqrt(geometric)
             * math.sqrt((1.0 - beta2**step) / (1.0 - beta2)))
 

@@ -6,7 +6,7 @@ import multiprocessing
 import pytest
 import torch
 
-from shared_optim import SharedAdam, SharedRMSprop, adam_step_bound, make_optimizer
+from shared_optim import DEFAULT_EPS, SharedAdam, SharedRMSprop, adam_step_bound, make_optimizer
 
 CASES = [
     (SharedAdam, torch.optim.Adam, {"lr": 1e-2, "eps": 1e-8}),
@@ -162,6 +162,23 @@ def test_adam_step_bound_holds_and_is_reached(betas):
         assert abs(m / (1 - b1**t)) / math.sqrt(v / (1 - b2**t)) == pytest.approx(adam_step_bound(b1, b2, t))
     assert adam_step_bound(0.9, 0.999, 1) == pytest.approx(1.0)
     assert adam_step_bound(0.9, 0.999, 10**6) == pytest.approx(0.1 / math.sqrt(0.001 * (1 - 0.81 / 0.999)))
+
+
+@pytest.mark.parametrize("betas", [(0.9, 0.5), (0.9, 0.0)])
+def test_adam_with_a_second_moment_faster_than_the_first_steps_as_torch_does(betas):
+    """beta2 < beta1^2: the bound grows past a float (beta1^2 / beta2)^t at ~1,500 steps for (0.9, 0.5), and beta2 = 0
+    divides by zero at once; the bound is then infinite and the steps torch's."""
+    assert adam_step_bound(*betas, 1500.0) == math.inf
+    ours, theirs = make_net(), make_net()
+    opt_ours = SharedAdam(ours.parameters(), lr=1e-4, betas=betas)
+    opt_theirs = torch.optim.Adam(theirs.parameters(), lr=1e-4, betas=betas, eps=DEFAULT_EPS["Adam"])
+    for step in range(1500):
+        for net, opt in ((ours, opt_ours), (theirs, opt_theirs)):
+            opt.zero_grad()
+            loss_of(net, step % 25).backward()
+            opt.step()
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        torch.testing.assert_close(a, b)
 
 
 def test_torn_hogwild_state_cannot_make_a_wild_step():
