@@ -481,6 +481,16 @@ def requirement(setting: str, wanted: object, value: object) -> str:
     return f"{option(setting)} {wanted} (this run's is {value})"
 
 
+def check_counts(args: argparse.Namespace) -> None:
+    """The counts that ``auto`` defaults are computed from (slots per actor, the learning rate's fall), checked
+    before they are: a 0 or negative one is its own one-line error, not a division by zero or a message about a
+    flag the user never gave."""
+    for flag, value in (("--workers", args.workers), ("--envs-per-worker", args.envs_per_worker),
+                        ("--num-buffers", args.num_buffers), ("--max-frames", args.max_frames)):
+        if value is not None and value != AUTO and not value > 0:
+            raise BadInput(f"{flag} must be positive, got {value}")
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Every check of user input, up front (after ``auto`` flags are resolved); raises BadInput with a one-line
     reason."""
@@ -645,6 +655,7 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
     lr_decay_auto = args.lr_decay == AUTO  # auto's even where it settles on a constant rate (no budget to fall by)
+    check_counts(args)
     description, picked = resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16())
     picked_now = describe(description, picked) + worker_cap_note(picked)
     # a resumed run keeps the defaults its first start picked (its saved flags leave nothing auto to pick now)

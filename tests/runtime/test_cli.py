@@ -15,6 +15,9 @@ from envs.environment import ATARI_CONFIG, EnvSettings
 @pytest.mark.parametrize("flags,words", [
     (["--env", "NoSuchGame-v0"], ["NoSuchGame-v0"]),
     (["--workers", "0"], ["--workers"]),
+    # counts that auto defaults are computed from: their own message, before any default divides by them
+    (["--env", "CartPole-v1", "--algo", "impala", "--workers", "0", "--num-buffers", "8"], ["--workers", "positive"]),
+    (["--max-frames", "-5"], ["--max-frames", "positive"]),
     (["--seed", "-1"], ["--seed", "2**31"]),
     (["--seed", str(2**31)], ["--seed", "2**31"]),
     (["--env", "CartPole-v1", "--hidden-size", str(10**12)], ["does not fit in memory", "--hidden-size"]),
