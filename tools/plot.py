@@ -225,8 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     output = args.output
     if output is None:
         name = "training.png" if args.curve == "training" else "progress.png"
-        output = os.path.join(args.runs[0] if os.path.isdir(args.runs[0]) else ".", name) \
-            if len(args.runs) == 1 else name
+        output = os.path.join(os.path.dirname(progress_path(args.runs[0])), name) if len(args.runs) == 1 else name
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -48,6 +48,14 @@ def test_synthetic_runs_on_one_figure(tmp_path):
     assert_png(out)
 
 
+def test_one_run_given_as_its_progress_csv_is_drawn_into_its_folder(tmp_path):
+    run = synthetic_run(tmp_path / "run_a")
+    result = run_plot(run / "progress.csv")
+    assert result.returncode == 0, result.stderr
+    assert_png(run / "progress.png")
+    assert not (tmp_path / "progress.png").exists()
+
+
 @pytest.mark.slow
 def test_real_run_default_output(cartpole_run):
     run = cartpole_run / "run"
