@@ -117,7 +117,7 @@ def parse(argv: list[str], resuming: bool = False) -> tuple[OneLineParser, argpa
         p.error(f"unrecognized arguments: {' '.join(unknown)} (flags for main.py go after --)")
     args.main_flags = argv[cut + 1:]
     if args.resume is not None:
-        if argv[:cut] != ["--resume", args.resume] or args.main_flags:
+        if argv[:cut] not in (["--resume", args.resume], [f"--resume={args.resume}"]) or args.main_flags:
             p.error("--resume takes the sweep's folder alone: its runs keep the flags they were started with")
         first = sweep_argv(args.resume)
         if first is None and os.path.isfile(os.path.join(args.resume, "sweep.json")):
@@ -220,10 +220,25 @@ def final_eval_path(run_dir: str, policy: str) -> str:
     return os.path.join(run_dir, f"final_{policy}.json")
 
 
-def final_eval(run_dir: str, games: int, running: list, signals: list) -> int:
+def uncarried(given: dict) -> tuple[list[str], list[str]]:
+    """The flags of the sweep's main.py command (``given``: those it names, as main.py's parser reads them) that a
+    checkpoint never carries, to give again: (main.py --resume's: the modules to import and the machine's GPUs,
+    backend and Ray address; gym_eval.py's: the modules). A file a3g loads never makes it import code, so a resume
+    or a final game of ``--env module:Id`` needs its module named."""
+    env = given.get("env") or ""
+    modules = list(dict.fromkeys([*given.get("gym_packages", []), *([env.split(":", 1)[0]] if ":" in env else [])]))
+    imports = ["--gym-packages", *modules] if modules else []
+    machine = [*(["--gpu-ids", *map(str, given["gpu_ids"])] if "gpu_ids" in given else []),
+               *(["--backend", given["backend"]] if "backend" in given else []),
+               *(["--ray-address", given["ray_address"]] if given.get("ray_address") else [])]
+    return imports + machine, imports
+
+
+def final_eval(run_dir: str, games: int, running: list, signals: list, extra: Sequence[str] = ()) -> int:
     """``games`` whole games with the run's last weights (checkpoint.pt), greedy and then sampled (``--stochastic``),
-    each written by gym_eval.py to final_<policy>.json in the run; its output goes to final_eval.log. Returns the
-    worst exit code (a signal stops it between the two)."""
+    each written by gym_eval.py to final_<policy>.json in the run (``extra``: gym_eval.py's flags the model file
+    cannot give, ``uncarried``); its output goes to final_eval.log. Returns the worst exit code (a signal stops it
+    between the two)."""
     codes = [EXIT_OK]
     with open(os.path.join(run_dir, "final_eval.log"), "a") as log:  # a retry keeps the earlier attempt's lines
         for policy, flags in FINAL_EVAL:
@@ -232,7 +247,7 @@ def final_eval(run_dir: str, games: int, running: list, signals: list) -> int:
             running[0] = subprocess.Popen(
                 [sys.executable, os.path.join(ROOT, "gym_eval.py"), "--model-path", run_dir, "--latest",
                  "--num-episodes", str(games), "--json", final_eval_path(run_dir, policy), "--log-dir",
-                 os.path.join(run_dir, "final_eval_logs"), *flags], stdout=log, stderr=subprocess.STDOUT)
+                 os.path.join(run_dir, "final_eval_logs"), *extra, *flags], stdout=log, stderr=subprocess.STDOUT)
             codes.append(running[0].wait())
     running[0] = None
     return max(codes)
@@ -482,6 +497,8 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
           ([] if "save_model_dir" in given else ["--save-model-dir", os.path.join(args.out, "trained_models")]) + \
           ([] if "log_dir" in given else ["--log-dir", os.path.join(args.out, "logs")])
 
+    retold, retold_eval = uncarried(given)  # what a resume and the final games must be told again
+
     def flags(seed, run_dir):
         return [*args.main_flags, "--seed", seed, "--run-dir", run_dir, *own]
 
@@ -532,7 +549,8 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
                   f"{stop or 'no summary'}), output in {run_dir}/stdout.log", flush=True)
             with open(os.path.join(run_dir, "stdout.log"), "a") as log:
                 running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"), "--resume", where,
-                                               *resumed_budget(args, where)], stdout=log, stderr=subprocess.STDOUT)
+                                               *resumed_budget(args, where), *retold],
+                                              stdout=log, stderr=subprocess.STDOUT)
                 code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
             where = newest_part(where)
         meta["runs"][f"run{i}"] = run_entry(seed, code, where, run_dir, args.out)
@@ -540,7 +558,7 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
         if args.final_eval and code == EXIT_OK and not signals:
             print(f"sweep: run {i}/{args.runs}: its final weights play {args.final_eval} greedy and "
                   f"{args.final_eval} stochastic games (gym_eval.py, output in {where}/final_eval.log)", flush=True)
-            if final_eval(where, args.final_eval, running, signals) != EXIT_OK:
+            if final_eval(where, args.final_eval, running, signals, retold_eval) != EXIT_OK:
                 print(f"sweep: run {i}/{args.runs}: gym_eval.py did not finish its games: see "
                       f"{where}/final_eval.log", flush=True)
         run = load_run(run_dir, meta["runs"][f"run{i}"])

@@ -52,6 +52,21 @@ def test_a_model_file_never_makes_a3g_import_its_module(corridor_run):
     assert_bad_input(resumed, "--gym-packages a3g_test_envs", "never makes a3g import code")
 
 
+@pytest.mark.slow
+def test_a_sweep_of_a_module_id_plays_its_final_games(tmp_path):
+    """gym_eval.py is told the module again: the model file names it, and never makes a3g import it."""
+    import subprocess
+
+    out = tmp_path / "sweep"
+    result = subprocess.run([*command("sweep"), "--runs", "1", "--frames", "5000", "--final-eval", "1", "--out", out,
+                             "--", "--env", ENV, "--workers", "1", "--no-tensorboard-logger"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT, env=WITH_PACKAGE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = (out / "run1" / "final_eval.log").read_text()
+    for policy in ("greedy", "stochastic"):
+        assert read_json(out / "run1" / f"final_{policy}.json")["episodes"], log
+
+
 def test_gym_packages_registers_ids_and_a_bad_module_is_one_line(tmp_path):
     result = run_main("--env", "Corridor-v0", "--gym-packages", "no_such_module_here", "--max-frames", "10",
                       *out_dirs(tmp_path), env=WITH_PACKAGE, timeout=120)

@@ -313,6 +313,8 @@ def test_resume_runs_nothing_for_runs_that_ended_and_refuses_one_cut_before_its_
     assert [(r["run"], r["exit_code"]) for r in report["runs"]] == [("run1", 0), ("run2", 0), ("run3", 0),
                                                                      ("run4", 0), ("run5", 1)]
     assert len(report["resumed"]) == 1 and report["sweep_command"] == command
+    again = run_sweep(f"--resume={crafted_sweep}")  # argparse's other spelling is the same flag
+    assert again.returncode == 1 and len(read_json(crafted_sweep / "sweep.json")["resumed"]) == 2, again.stderr
 
     (crafted_sweep / "run5" / "summary.json").unlink()  # killed, and before any checkpoint
     assert_bad_input(run_sweep("--resume", crafted_sweep), "run 5", "first checkpoint", "run5")
@@ -330,6 +332,21 @@ def test_newest_part_follows_the_branches_a_resume_wrote(tmp_path):
     assert sweep.newest_part(str(run)) == str(tmp_path / "run1-from-100-2-from-300")
     (tmp_path / "run1" / "summary.json").write_text(json.dumps({"stop_reason": "max_frames"}))
     assert sweep.newest_part(str(run)) == str(run)  # a run that finished is not followed into branches made later
+
+
+def test_a_resume_and_the_final_games_are_told_again_what_a_checkpoint_never_carries():
+    """The modules to import (a file a3g loads never makes it import code) and the machine's flags."""
+    from runtime import config
+
+    def retold(*flags):
+        return sweep.uncarried(vars(config.build_parser(suppress_defaults=True).parse_args(list(flags))))
+
+    assert retold("--env", "CartPole-v1", "--lr", "0.001") == ([], [])
+    assert retold("--env", "mine:Maze-v0", "--gym-packages", "extras", "--gpu-ids", "0", "1", "--backend", "ray") == (
+        ["--gym-packages", "extras", "mine", "--gpu-ids", "0", "1", "--backend", "ray"], ["--gym-packages", "extras",
+                                                                                          "mine"])
+    assert retold("--gym-packages", "mine", "--env", "mine:Maze-v0", "-gp", "-1")[0] == [
+        "--gym-packages", "mine", "--gpu-ids", "-1"]
 
 
 def test_min_entropy_looks_at_the_first_frames_only(tmp_path):
