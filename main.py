@@ -128,6 +128,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
                     optimizer.set_hyperparameters(**hyperparameters(args))
             counters = {k: resumed.get(k, 0) for k in ("frames", "episodes", "eval_episodes")}
             counters.update({k: resumed.get(k, -math.inf) for k in ("best_return", "best_mean_return")})
+            if (resumed.get("args") or {}).get("score_window", args.score_window) != args.score_window:
+                counters["best_mean_return"] = -math.inf  # a mean over another window: the best starts again
         elif loaded is not None:
             shared_model.load_state_dict(loaded["state_dict"])
         else:

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import ROOT, read_json, run_main
+from conftest import ROOT, out_dirs, read_json, run_main
 from core.errors import BadInput
 from runtime import run_dir
 from runtime.checkpoints import CheckpointWriter, model_file
@@ -302,6 +302,19 @@ def test_a_resumed_evaluator_starts_its_mean_with_the_runs_last_games(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_resume_with_another_score_window_starts_its_best_mean_again(tmp_path):
+    """The best mean of 1 game (the best game) is no best mean of 1,000: the resumed run's summary says it has none
+    yet, rather than the old window's figure under the new window's name."""
+    run = tmp_path / "run"
+    first = run_main(*CARTPOLE, "--max-frames", "3000", "--score-window", "1", *out_dirs(tmp_path), timeout=180)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert read_json(run / "summary.json")["best_mean_return"] is not None
+    frames = read_json(run / "summary.json")["frames"]
+    second = run_main("--resume", run, "--max-frames", frames + 500, "--score-window", "1000", timeout=180)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert read_json(run / "summary.json")["best_mean_return"] is None
+
+
 def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_path):
     """A run with three archives, resumed from each archive in turn and then from its latest state: every file of
     the run and of each branch is still there, and no progress.csv or games.csv goes backwards in frames."""
