@@ -29,6 +29,7 @@ import torch
 import torch.multiprocessing as mp
 
 from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_SIGINT, EXIT_SIGTERM
+from core.faults import injected_fault
 from core.files import atomic_write_text, remove_stale_temporaries
 from core.hardware import cpu_has_native_bf16
 from core.logs import Stopwatch, format_time
@@ -143,11 +144,18 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     ctx = mp.get_context("spawn")
     state = RunState(ctx, args.workers, **counters)
     start_seconds = float(resumed.get("seconds", 0.0)) if resumed is not None else 0.0
+    # From the run's first file on, a Ctrl-C or SIGTERM waits for the try below, which stops the run as any stop
+    # does, its state saved: cut in between, the folder held a run that could neither start again nor resume.
+    stops = []
+    signal.signal(signal.SIGINT, lambda signum, frame: stops.append(signum))
+    signal.signal(signal.SIGTERM, lambda signum, frame: stops.append(signum))
     try:
         paths = prepare_run_dir(args, resumed)
     except OSError as exc:  # a path that cannot be a folder, no permission, a full disk: nothing has started yet
         print(f"main.py: error: cannot prepare the output folders: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if injected_fault("start_sigint"):  # test hook: a Ctrl-C while the run starts
+        os.kill(os.getpid(), signal.SIGINT)
     if args.tensorboard_logger:
         write_tensorboard_hparams(args)
     clock = Stopwatch()
@@ -187,7 +195,6 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     if (note := unused_step_sizes(args)) is not None:
         print(f"a3g: note: {note}", file=sys.stderr, flush=True)
 
-    signal.signal(signal.SIGTERM, raise_terminated)
     context = RunContext(args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
     if cluster is not None:
         from impala.ray_backend import ray_roles
@@ -201,6 +208,10 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     reason, code = "error", EXIT_CRASH
     training_log = games = None
     try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, raise_terminated)
+        if stops:
+            raise KeyboardInterrupt if stops[0] == signal.SIGINT else Terminated
         supervisor.start()
         progress = Progress(args, state, clock, start_seconds, args.progress_interval)
         games = TrainingGames(paths["games"], state, clock, start_seconds)

@@ -110,6 +110,21 @@ def test_failed_saves_keep_the_previous_checkpoint_and_training_goes_on(tmp_path
     assert torch.load(checkpoint, weights_only=True)["frames"] == first_frames
 
 
+def test_a_ctrl_c_while_the_run_starts_stops_it_with_its_state_saved(tmp_path):
+    """A Ctrl-C after the run's first files are written and before its processes start: the run stops as any
+    interrupted run does (exit 130, checkpoint and summary), so it resumes; it left a folder that held a run it
+    could neither start again (--run-dir refused) nor resume (no checkpoint.pt)."""
+    run = tmp_path / "run"
+    first = run_main(*CARTPOLE, "--max-frames", "2000", *out_dirs(tmp_path), timeout=180,
+                     env={**os.environ, "A3G_FAULT": "start_sigint"})
+    assert first.returncode == 130, first.stderr[-2000:]
+    assert "Traceback" not in first.stderr and read_json(run / "summary.json")["stop_reason"] == "interrupted"
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["frames"] == 0
+    second = run_main("--resume", run, timeout=180)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert read_json(run / "summary.json")["frames"] >= 2000
+
+
 @pytest.mark.slow
 def test_resume_ignores_leftovers_of_an_interrupted_save(tmp_path):
     first = run_main(*CARTPOLE, "--max-frames", "2000", "--keep-checkpoints", "2", *out_dirs(tmp_path), timeout=180)
