@@ -29,11 +29,12 @@ so does any other key written there by hand (docs/atari_table.py's ``flags_now``
 
 A sweep cut short (a reboot, a killed terminal, Ctrl-C) carries on with ``--resume OUT``: the same command (read from
 OUT/sweep.json, written before run 1 starts) for the runs not yet done. A run that stopped before its budget continues
-from its last checkpoint (``main.py --resume`` with the budget alone: the checkpoint keeps every other flag; --seconds
-gives it the seconds its checkpoint had left), in place where it saved on its way out, else in a branch
-``run<i>-from-<frames>`` beside it (main.py's rule: nothing the run wrote is replaced), which sweep.json records as the
-run's ``dir`` and the report measures (its progress.csv holds the whole run); a finished run missing its --final-eval
-games plays them; a run not begun starts; a run that crashed stays as it ended (a result). A run cut before its first
+from its last checkpoint (``main.py --resume`` with the budget and what a checkpoint never carries: --gym-packages and
+the machine's --gpu-ids, --backend, --ray-address, as the sweep's command gave them; --seconds gives it the seconds
+its checkpoint had left), in place where it saved on its way out, else in a branch ``run<i>-from-<frames>`` beside it
+(main.py's rule: nothing the run wrote is replaced), which sweep.json records as the run's ``dir`` and the report
+measures (its progress.csv holds the whole run); a finished run missing its --final-eval games plays them (told the
+modules again); a run not begun starts; a run that crashed stays as it ended (a result). A run cut before its first
 checkpoint has nothing to go on from: moved out of OUT, it starts afresh. Frames past the last checkpoint are played
 again, so a resumed run is one like the run an uncut sweep would have made, not the same one.
 
