@@ -60,16 +60,17 @@ def load_game(out: str, game: str) -> dict:
     known = {r.get("run"): r for r in meta.get("runs", []) if isinstance(r, dict)}
     dirs = run_dirs(out)
     runs = [load_run(d, known.get(os.path.basename(d), {})) for d in dirs]
-    for run, run_dir in zip(runs, dirs):  # the mean of the last 100 training games after each (None: no games.csv)
-        run["training_curve"] = read_games(os.path.join(run_dir, "games.csv"), TRAINING_WINDOW)
+    # the folder each run ended in: a resumed run's branch, whose files hold the whole run (its parent's stop early)
+    ended_in = [os.path.join(out, r["dir"]) if r.get("dir") else run_dir for r, run_dir in zip(runs, dirs)]
+    for run, folder in zip(runs, ended_in):  # the mean of the last 100 training games after each (None: no games.csv)
+        run["training_curve"] = read_games(os.path.join(folder, "games.csv"), TRAINING_WINDOW)
     got_to = {budget: [r for r in runs if r["frames"] is not None and r["frames"] >= budget] for budget in BUDGETS}
     at = {budget: median_and_worst([return_at(r["curve"], budget) for r in got]) for budget, got in got_to.items()}
     training = {budget: median_and_worst([return_at(r["training_curve"], budget) for r in got])
                 for budget, got in got_to.items()}
     reached = {budget: len(got) for budget, got in got_to.items()}
     timed = [r for r in runs if r["frames"] and r["seconds"]]
-    # each run's learning-rate schedule, from the args.json of the folder it ended in (a resumed run's branch)
-    ended_in = [os.path.join(out, r["dir"]) if r.get("dir") else run_dir for r, run_dir in zip(runs, dirs)]
+    # each run's learning-rate schedule, from the args.json of the folder it ended in
     schedules = [schedule(load_json(os.path.join(folder, "args.json"))) for folder in ended_in]
     saved = load_json(os.path.join(dirs[0], "args.json")) if dirs else {}
     defaults = saved.get("defaults")

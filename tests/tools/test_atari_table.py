@@ -104,6 +104,20 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
     assert (tmp_path / "atari_runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_resumed_runs_training_games_are_read_from_its_branch(tmp_path):
+    """A run the sweep resumed in a branch (sweep.json's ``dir``) is measured there, its training games too: the
+    parent's games.csv stops where the parent did."""
+    out = tmp_path / "Pong"
+    crafted_run(out / "run1", [(10 * M, 5.0), (13 * M, 6.0)], 1)
+    crafted_games(out / "run1", lambda k: -20)
+    crafted_run(out / "run1-from-12000000", [(10 * M, 5.0), (20 * M, 19.0)], 1)
+    crafted_games(out / "run1-from-12000000", lambda k: 15)
+    (out / "sweep.json").write_text(json.dumps({"runs": [{"run": "run1", "dir": "run1-from-12000000",
+                                                          "exit_code": 0}]}))
+    game = atari_table.load_game(str(out), "Pong")
+    assert game["at"][20 * M] == (19.0, 19.0) and game["training"][20 * M] == (15.0, 15.0)
+
+
 def test_human_normalised_scores():
     assert atari_table.normalised("Pong", -20.7) == 0.0 and atari_table.normalised("Pong", 9.3) == pytest.approx(1.0)
     assert atari_table.normalised("Breakout", None) is None
