@@ -11,6 +11,7 @@ folder, or when no file in the folders is the ROM of a game either knows.
 import contextlib
 import os
 import sys
+import zipfile
 
 from envs import retro_env
 
@@ -36,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
             stable_retro_import()
     except OSError as exc:  # a ROM folder it cannot write (a read-only install), a file it cannot read
         print(f"{PROG}: error: {exc.filename or 'a file'}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except (RuntimeError, NotImplementedError, zipfile.BadZipFile) as exc:  # what zipfile raises on an archive
+        # it cannot open: a password, a compression method Python lacks, a damaged file
+        print(f"{PROG}: error: an archive in {', '.join(folders)} cannot be read ({exc}): unpack it and import the "
+              f"folder of its files", file=sys.stderr)
         return 2
     if not shown.imported:
         print(f"{PROG}: error: no file in {', '.join(folders)} is the ROM of a game stable-retro or a3g knows "

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -300,6 +301,20 @@ def test_a_folder_without_a_known_rom_imports_nothing_and_says_so(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"no file in {tmp_path} is the ROM of a game" in lines[0]
     assert "Imported 0 games" in result.stdout  # stable-retro's own line still shows
+
+
+def test_an_archive_it_cannot_open_is_one_line(tmp_path):
+    """A zip whose entries are encrypted (zipfile opens no password-protected entry): one line, exit 2."""
+    archive = tmp_path / "roms.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("game.md", b"x" * 1000)
+    data = bytearray(archive.read_bytes())
+    data[data.rfind(b"PK\x01\x02") + 8] |= 1  # the central directory's flag: encrypted
+    archive.write_bytes(bytes(data))
+    result = run_script("retro_import.py", str(tmp_path), timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot be read" in lines[0] and "unpack it" in lines[0], lines
 
 
 def test_a_rom_folder_it_cannot_write_is_one_line(tmp_path, monkeypatch, capsys):
