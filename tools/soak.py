@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,6 +91,11 @@ def evaluated(path: str) -> bool:
         return False
 
 
+def interrupt(signum, frame):
+    """SIGTERM as Ctrl-C: the soak stops its run before it exits, never leaving it training on alone."""
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     p = OneLineParser(prog="python -m tools.soak", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,20 +122,32 @@ def main() -> int:
            "--max-seconds", str(args.seconds), "--run-dir", f"{out}/run", "--save-model-dir", f"{out}/models",
            "--log-dir", f"{out}/logs", "--checkpoint-interval", "60", *[a for a in args.extra if a != "--"]]
     print("soak:", " ".join(cmd), flush=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # the run's stderr goes to a file: a pipe read only at the end would stop the run once a pipe's worth was written
+    with open(f"{out}/stderr.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     samples = []
     start = time.monotonic()
-    while proc.poll() is None:
-        time.sleep(args.interval)
-        now = {pid: sample(pid) for pid in descendants(proc.pid)}
-        now = {pid: s for pid, s in now.items() if s}
-        shm = len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
-        samples.append({"t": time.monotonic() - start, "procs": now, "shm": shm,
-                        "up": evaluated(f"{out}/run/progress.csv")})
-        total_rss = sum(s["rss_mb"] for s in now.values())
-        print(f"soak: t={samples[-1]['t']:.0f}s processes={len(now)} rss={total_rss:.0f} MB "
-              f"fds={sum(s['fds'] for s in now.values())} shm={shm}", flush=True)
-    stderr = proc.stderr.read()
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        while proc.poll() is None:
+            time.sleep(args.interval)
+            now = {pid: sample(pid) for pid in descendants(proc.pid)}
+            now = {pid: s for pid, s in now.items() if s}
+            shm = len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
+            samples.append({"t": time.monotonic() - start, "procs": now, "shm": shm,
+                            "up": evaluated(f"{out}/run/progress.csv")})
+            total_rss = sum(s["rss_mb"] for s in now.values())
+            print(f"soak: t={samples[-1]['t']:.0f}s processes={len(now)} rss={total_rss:.0f} MB "
+                  f"fds={sum(s['fds'] for s in now.values())} shm={shm}", flush=True)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the run stops as main.py stops, its processes with it
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+        print(f"soak: stopped before its end (no figures); the run's files are kept in {out}", file=sys.stderr)
+        return 130
+    with open(f"{out}/stderr.log") as f:
+        stderr = f.read()
     peak = {}
     for s in samples:
         for pid, info in s["procs"].items():

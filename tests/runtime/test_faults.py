@@ -242,6 +242,29 @@ def test_fuzzed_flags_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_soak_stopped_with_sigterm_stops_its_run_first(tmp_path):
+    """SIGTERM to soak.py alone (a CI timeout, ``kill``): its run and every process of it stop before soak.py
+    exits; the run trained on alone to its --seconds."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    soak = subprocess.Popen([*command("soak"), "--seconds", "300", "--interval", "1", "--workers", "1", "--env",
+                             "CartPole-v1", "--", "--hidden-size", "32"], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(temp)})
+    try:
+        wait_for(lambda: list(temp.glob("a3g-soak-*/run/checkpoint.pt")) or
+                 any((p / "run" / "progress.csv").exists() for p in temp.glob("a3g-soak-*")), 180)
+        soak.send_signal(signal.SIGTERM)
+        _, err = soak.communicate(timeout=120)
+    finally:
+        if soak.poll() is None:
+            os.killpg(soak.pid, signal.SIGKILL)
+    assert soak.returncode == 130 and "stopped before its end" in err, err
+    assert session_processes(soak.pid) == []  # main.py and its children are gone with it
+    assert list(temp.glob("a3g-soak-*/run/summary.json"))  # the run stopped as a stopped run does: saved
+
+
+@pytest.mark.slow
 def test_short_soak_has_no_leaks(tmp_path):
     """soak.py in miniature: 2 x cores workers; file descriptors, /dev/shm entries and memory stay flat."""
     out, temp = tmp_path / "soak.json", tmp_path / "temp"
