@@ -26,6 +26,7 @@ emulator ceiling is always the default pipeline's, uint8 frames).
 
 import argparse
 import json
+import math
 import multiprocessing.queues
 import os
 import platform
@@ -42,7 +43,7 @@ import torch
 import torch.multiprocessing as mp
 
 from core.cli import OneLineParser
-from core.errors import BadInput
+from core.errors import BAD_INPUT_ERRORS, BadInput
 from core.files import atomic_write_text, check_json_output, first_free
 from core.hardware import device_for, missing_gpus, usable_cores
 from core.timing import phase_split
@@ -90,6 +91,11 @@ def parse_config(text: str) -> dict:
         raise ValueError(f"--configs {text}: {', '.join(map(repr, unknown))} is none of {', '.join(TOKENS)}, eliteN")
     model, envs = parts[0], int(parts[1]) if len(parts) > 1 else 1
     scored = [part for part in parts[2:] if is_scored_elite(part)]
+    impala_only = [part for part in parts[2:] if part in ("server", *REPLAYS) or is_scored_elite(part)]
+    if impala_only and "impala" not in parts[2:]:  # else measured as A3G under a name that says otherwise
+        raise ValueError(f"--configs {text}: {', '.join(map(repr, impala_only))} is IMPALA's: add :impala")
+    if "batched" in parts[2:] and "impala" in parts[2:]:
+        raise ValueError(f"--configs {text}: 'batched' is A3G's training forward (IMPALA's learner batches anyway)")
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],
             "channels_last": "nocl" not in parts[2:], "algo": "impala" if "impala" in parts[2:] else "a3g",
             "train_forward": "batched" if "batched" in parts[2:] else "stepped",
@@ -194,11 +200,9 @@ def network_cost(meta: dict, batch: int, bf16: bool, channels_last: bool, num_st
     return infer, best
 
 
-def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds: float, out: str,
-                 evaluator_cpu: float | str = "auto", evaluator_nice: int = 0,
-                 gpu_ids: Sequence[int] = (-1,)) -> tuple[float, dict[str, float]]:
-    """Real training (A3G's workers or IMPALA's actors and learner, and the evaluator, as main.py runs them):
-    frames/s after the warm-up, and the share of the roles' time in each phase meanwhile (``core.timing``)."""
+def training_argv(env_id: str, config: dict, workers: int, out: str, evaluator_cpu: float | str = "auto",
+                  evaluator_nice: int = 0, gpu_ids: Sequence[int] = (-1,)) -> list[str]:
+    """main.py's flags for one measured configuration, writing into ``out``."""
     argv = ["--env", env_id, "--algo", config["algo"], "--workers", str(workers), "--model", config["model"], "--envs-per-worker",
             str(config["envs"]), "--gpu-ids", *map(str, gpu_ids), "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
@@ -210,7 +214,16 @@ def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds
             argv += ["--replay-parameters", replay_parameters(config)]
     else:
         argv += ["--train-forward", config["train_forward"]]
-    args, settings, meta, _, _ = validate(argv)
+    return argv
+
+
+def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds: float, out: str,
+                 evaluator_cpu: float | str = "auto", evaluator_nice: int = 0,
+                 gpu_ids: Sequence[int] = (-1,)) -> tuple[float, dict[str, float]]:
+    """Real training (A3G's workers or IMPALA's actors and learner, and the evaluator, as main.py runs them):
+    frames/s after the warm-up, and the share of the roles' time in each phase meanwhile (``core.timing``)."""
+    args, settings, meta, _, _ = validate(training_argv(env_id, config, workers, out, evaluator_cpu, evaluator_nice,
+                                                        gpu_ids))
     shared_model = fast_layout(build_model(meta), meta, args.channels_last)
     flatten_parameters(shared_model, shared=True)
     optimizer = optimizer_for(args, shared_model.parameters(), True)
@@ -281,6 +294,13 @@ def main() -> int:
         configs = [parse_config(c) for c in args.configs]
     except ValueError as exc:
         p.error(str(exc))
+    for config in configs:  # each as main.py would take it, before minutes of measuring the ones before it
+        try:
+            validate(training_argv(args.env, config, args.workers, os.path.join(tempfile.gettempdir(),
+                                                                                   f"a3g-bench-{os.getpid()}"),
+                                   args.evaluator_cpu, args.evaluator_nice, args.gpu_ids))
+        except BAD_INPUT_ERRORS as exc:
+            p.error(f"--configs {config['name']}: {exc}")
     args.json = args.json or first_free("bench", os.path.exists, ".json")  # an earlier run's figures are kept
     try:
         check_json_output(args.json, "--json", {"env", "cores", "results"}, "tools.bench")  # before minutes of work
@@ -327,7 +347,7 @@ def main() -> int:
         print(f"bench: {config['name']}: where the roles' time went: "
               + ", ".join(f"{name} {share:.0%}" for name, share in split.items() if share >= 0.005), flush=True)
 
-    base = results[0]["fps"]
+    base = results[0]["fps"] or math.nan  # a configuration that made no frames (its processes failed) is 0
     header = (f"{'configuration':<18}{'frames/s':>10}{'x base':>8}{'net ceil':>10}{'emu ceil':>10}{'both':>9}"
               f"{'/min':>7}{'/both':>7}")
     print("\n" + header + "\n" + "-" * len(header))

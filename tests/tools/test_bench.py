@@ -63,12 +63,28 @@ def test_configuration_names():
 
 
 @pytest.mark.parametrize("entry, says", [("bogus:8", "the model 'bogus'"), ("nature:x", "environments per worker 'x'"),
-                                         ("nature:0", "environments per worker '0'"), ("nature:8:bf17", "'bf17'")])
+                                         ("nature:0", "environments per worker '0'"), ("nature:8:bf17", "'bf17'"),
+                                         # measured as A3G, named as IMPALA: refused
+                                         ("nature:8:replay", "IMPALA's: add :impala"),
+                                         ("a3clstm:8:server", "IMPALA's: add :impala"),
+                                         ("nature:8:elite20", "IMPALA's: add :impala"),
+                                         ("nature:8:impala:batched", "'batched' is A3G's")])
 def test_a_configuration_entry_that_is_none_says_what(entry, says):
     from tools.bench import parse_config
 
     with pytest.raises(ValueError, match=says):
         parse_config(entry)
+
+
+def test_a_configuration_the_run_cannot_take_is_refused_before_any_measurement(tmp_path):
+    """An LSTM network on 80x80 frames for CartPole: one line naming the entry, before the emulator's ceiling and
+    the configurations before it are measured (their minutes were lost with a traceback)."""
+    result = subprocess.run([*command("bench"), "--env", "CartPole-v1", "--configs", "mlp:2", "a3clstm:1", "--quick",
+                             "--json", str(tmp_path / "bench.json")], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "--configs a3clstm:1" in result.stderr and "a3clstm" in result.stderr.split("--configs a3clstm:1")[1]
+    assert "ceiling" not in result.stdout and not (tmp_path / "bench.json").exists()
 
 
 def test_bench_refuses_a_bad_configuration_in_one_line(tmp_path):
