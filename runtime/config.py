@@ -492,11 +492,10 @@ def check_counts(args: argparse.Namespace) -> None:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """Every check of user input, up front (after ``auto`` flags are resolved); raises BadInput with a one-line
-    reason."""
-    positive = {"--workers": args.workers, "--num-steps": args.num_steps, "--lr": args.lr,
-                "--hidden-size": args.hidden_size, "--skip-rate": args.skip_rate,
-                "--max-episode-length": args.max_episode_length, "--envs-per-worker": args.envs_per_worker,
+    """Every check of user input, up front (after ``auto`` flags are resolved; the counts they are resolved from,
+    ``check_counts``, before); raises BadInput with a one-line reason."""
+    positive = {"--num-steps": args.num_steps, "--lr": args.lr, "--hidden-size": args.hidden_size,
+                "--skip-rate": args.skip_rate, "--max-episode-length": args.max_episode_length,
                 "--score-window": args.score_window, "--checkpoint-interval": args.checkpoint_interval,
                 "--keep-checkpoints": args.keep_checkpoints, "--max-nonfinite": args.max_nonfinite}
     for flag, value in positive.items():
@@ -509,8 +508,6 @@ def check_args(args: argparse.Namespace) -> None:
     if args.algo == "impala":
         if args.batch_size <= 0:
             raise BadInput(f"--batch-size must be positive, got {args.batch_size}")
-        if args.num_buffers is not None and args.num_buffers <= 0:
-            raise BadInput(f"--num-buffers must be positive, got {args.num_buffers}")
         if args.inference_batch < 0:
             raise BadInput(f"--inference-batch must be >= 0, got {args.inference_batch}")
         if not (args.inference_wait >= 0 and math.isfinite(args.inference_wait)):
@@ -572,8 +569,6 @@ def check_args(args: argparse.Namespace) -> None:
     if not low <= args.log_std_init <= high:
         raise BadInput(f"--log-std-init must lie in [{low:g}, {high:g}] (the log-std's bounds), got "
                        f"{args.log_std_init}")
-    if args.max_frames is not None and args.max_frames <= 0:
-        raise BadInput(f"--max-frames must be positive, got {args.max_frames}")
     if args.max_seconds is not None and not args.max_seconds > 0:
         raise BadInput(f"--max-seconds must be positive, got {args.max_seconds}")
     if args.stop_score is not None and not math.isfinite(args.stop_score):
