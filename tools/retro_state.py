@@ -7,7 +7,8 @@
 It powers the console on, presses through the menus with a fixed list of button presses (``MENU_PRESSES``: title
 screen, 1P game, Mario GP, 50cc, Mario, Mushroom Cup), then waits for the race to start, and checks the RAM
 variables of a3g's integration before it saves: on the ground, lap counter at the start, checkpoint 0 or the last.
-It also writes a PNG of the screen next to the state, to look at.
+It also writes a PNG of the screen next to the state, to look at (after a failed attempt: ``<out>.failed.png``,
+``<out>.failed-2.png``, ..., so that every attempt's screen is kept and the rerun is not blocked).
 
 Honest limits: no ROM ships with a3g, so this sequence was written from how the game's menus work and has not been
 run against the game here. When the check fails it saves nothing, prints the variables and where the screen
@@ -25,7 +26,7 @@ import numpy as np
 
 from core.cli import OneLineParser
 from core.errors import BadInput
-from core.files import atomic_write_bytes, try_write
+from core.files import atomic_write_bytes, first_free, try_write
 from envs import retro_env
 
 PROG = "python -m tools.retro_state"  # how the command is run, for its messages
@@ -100,18 +101,20 @@ def main(argv: list[str] | None = None) -> int:
         info = press(env, buttons, None, 0, 10)
         if info.get("race_phase") == COUNTDOWN_PHASE:
             break
-    picture = os.path.splitext(out)[0] + ".png"
+    problems = race_start_problems(info)
+    stem = os.path.splitext(out)[0]
+    picture = first_free(stem + ".failed", os.path.exists, ".png") if problems else stem + ".png"
     import cv2
 
     cv2.imwrite(picture, cv2.cvtColor(env.render(), cv2.COLOR_RGB2BGR))
-    problems = race_start_problems(info)
     if problems:
-        print(f"retro_state.py: the menus did not lead to the start of a race ({'; '.join(problems)}); nothing "
-              f"saved; the screen is in {picture}; variables: {info}", file=sys.stderr)
+        env.close()
+        print(f"{PROG}: the menus did not lead to the start of a race ({'; '.join(problems)}); nothing saved; the "
+              f"screen is in {picture}; variables: {info}", file=sys.stderr)
         return 1
     atomic_write_bytes(out, gzip.compress(env.unwrapped.em.get_state()))
     env.close()
-    print(f"retro_state.py: saved {out} (screen: {picture}); variables at the start: {info}")
+    print(f"{PROG}: saved {out} (screen: {picture}); variables at the start: {info}")
     return 0
 
 

@@ -532,3 +532,46 @@ def test_state_maker_checks_the_race_start():
     assert retro_state.race_start_problems(good) == []
     assert retro_state.race_start_problems({**good, "race_phase": 0})
     assert retro_state.race_start_problems({**good, "lap": 3})
+
+
+def test_a_failed_state_attempt_keeps_its_screen_and_does_not_block_the_rerun(tmp_path, monkeypatch, capsys):
+    """The menus end somewhere other than a race start: nothing saved, exit 1, the screen kept under a name of its
+    own; the rerun the docstring asks for runs again (it was refused: "<out>.png exists") and keeps both screens."""
+    from tools import retro_state
+
+    class Console:  # a console whose menus lead nowhere: the race never starts
+        buttons = ["B", "START"]
+        unwrapped = property(lambda self: self)
+        closed = 0
+
+        def reset(self):
+            return np.zeros((224, 256, 3), np.uint8), {}
+
+        def step(self, action):
+            return None, 0.0, False, False, {"race_phase": 0, "kart_status": 0, "lap": 0}
+
+        def render(self):
+            return np.full((224, 256, 3), 80, np.uint8)
+
+        def close(self):
+            Console.closed += 1
+
+    class Retro:
+        class State:
+            NONE = None
+
+        class Actions:
+            ALL = None
+
+        make = staticmethod(lambda *a, **k: Console())
+
+    monkeypatch.setattr(retro_env, "check_rom", lambda game: None)
+    monkeypatch.setattr(retro_env, "retro", lambda: Retro)
+    out = tmp_path / "circuit.state"
+    for attempt in (1, 2):
+        assert retro_state.main(["--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert "nothing saved" in err and "exists" not in err, err
+    assert not out.exists() and not (tmp_path / "circuit.png").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["circuit.failed-2.png", "circuit.failed.png"]
+    assert Console.closed == 2
