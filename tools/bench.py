@@ -22,6 +22,8 @@ annealed in a bench run), scoring the first 5 steps of each candidate (the defau
 e.g. ``elite20``: that scoring the first N steps (20, the unroll: every step); ``batched``: A3G's
 ``--train-forward batched``; ``running``/``scale``: that ``--frame-norm`` instead of the default, frame; the
 emulator ceiling is always the default pipeline's, uint8 frames).
+A configuration whose run loses a process (a crash: its error is printed) is not measured: the others' figures are
+kept, the table's base is the first one measured, the JSON lists it under "failed", and the exit status is 1.
 """
 
 import argparse
@@ -33,7 +35,7 @@ import platform
 import sys
 import tempfile
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -55,7 +57,7 @@ from runtime.context import RunContext
 from runtime.processes import evaluator_cpu_share
 from runtime.run_dir import prepare_run_dir
 from runtime.run_state import RunState
-from runtime.supervisor import Supervisor
+from runtime.supervisor import Supervisor, describe_exit
 from shared_optim import optimizer_for
 from train import a3g_roles
 
@@ -68,6 +70,10 @@ REPLAYS = {"replay": f'[{QUEUE}, {{"type": "standard", "capacity": 1000, "sample
                     '"elite_sampling_strategy": "strategy3"}]'}
 STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16", "nature:8:impala",
             "nature:8:bf16:impala"]
+
+
+class RoleDied(RuntimeError):
+    """A process of the measured run died: its frames/s would be the survivors' (or none)."""
 
 
 TOKENS = ("bf16", "nocl", "batched", "impala", "server", *REPLAYS, "running", "scale")  # and eliteN
@@ -234,13 +240,21 @@ def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds
     roles = impala_roles(ctx, run) if args.algo == "impala" else a3g_roles(run)
     supervisor = Supervisor(ctx, roles, state, args.max_restarts, lambda message, echo=True: None)
     supervisor.start()
-    try:
-        deadline = time.monotonic() + warmup + 120  # start-up (imports) does not count as warm-up
-        while state.frames.value == 0 and time.monotonic() < deadline:
+
+    def watch(seconds: float, until: Callable[[], bool] = lambda: False) -> None:
+        """Wait ``seconds`` (or until ``until()``), looking that every process of the run is still alive."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not until():
+            for name, proc in supervisor.children.items():
+                if not proc.is_alive():
+                    raise RoleDied(f"{name} (pid {proc.pid}) {describe_exit(proc.exitcode)}")
             time.sleep(0.1)
-        time.sleep(warmup)
+
+    try:
+        watch(warmup + 120, lambda: state.frames.value > 0)  # start-up (imports) does not count as warm-up
+        watch(warmup)
         f0, t0, p0 = state.frames.value, time.monotonic(), state.phase_totals()
-        time.sleep(seconds)
+        watch(seconds)
         f1, t1, p1 = state.frames.value, time.monotonic(), state.phase_totals()
     finally:
         supervisor.stop()
@@ -320,7 +334,7 @@ def main() -> int:
         print(f"bench: emulator ceiling ({fmt[0]}x{fmt[0]}x{fmt[1]}): {steps * skip:,.0f} frames/s on {cores} cores "
               f"({steps * skip / cores:,.0f} per core)", flush=True)
 
-    results = []
+    results, failed = [], []
     for n, config in enumerate(configs, 1):
         print(f"bench: {config['name']} ({n}/{len(configs)}): measuring, about "
               f"{args.warmup + args.seconds + 20:.0f} s", flush=True)
@@ -330,8 +344,14 @@ def main() -> int:
             infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
                                         iters=1 if args.quick else 3, batched=config["train_forward"] == "batched",
                                         device=device_for(args.gpu_ids, 0))
-            fps, split = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out,
-                               args.evaluator_cpu, args.evaluator_nice, args.gpu_ids)
+            try:
+                fps, split = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out,
+                                          args.evaluator_cpu, args.evaluator_nice, args.gpu_ids)
+            except RoleDied as exc:
+                print(f"bench: {config['name']}: not measured: {exc} (its error is above)", file=sys.stderr,
+                      flush=True)
+                failed.append({"name": config["name"], "error": str(exc)})
+                continue
         fmt = FRAME_FORMAT.get(config["model"], (80, 1))
         emu_step = cores / emulator[fmt]  # core-seconds per agent step in the emulator
         net_fps = cores * skip / train
@@ -347,7 +367,7 @@ def main() -> int:
         print(f"bench: {config['name']}: where the roles' time went: "
               + ", ".join(f"{name} {share:.0%}" for name, share in split.items() if share >= 0.005), flush=True)
 
-    base = results[0]["fps"] or math.nan  # a configuration that made no frames (its processes failed) is 0
+    base = (results[0]["fps"] if results else 0) or math.nan  # a configuration that made no frames is 0
     header = (f"{'configuration':<18}{'frames/s':>10}{'x base':>8}{'net ceil':>10}{'emu ceil':>10}{'both':>9}"
               f"{'/min':>7}{'/both':>7}")
     print("\n" + header + "\n" + "-" * len(header))
@@ -361,9 +381,13 @@ def main() -> int:
               "evaluator_nice": args.evaluator_nice,
               "python": platform.python_version(), "seconds": args.seconds, "warmup": args.warmup,
               "emulator_steps_per_s": {f"{k[0]}x{k[1]}": v for k, v in emulator.items()}, "frames_per_step": skip,
-              "results": results}
+              "results": results, "failed": failed}
     atomic_write_text(args.json, json.dumps(report, indent=2))
     print(f"\nbench: results in {args.json}")
+    if failed:
+        print(f"bench: error: not measured (a process of its run died): {', '.join(f['name'] for f in failed)}",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,6 +1,7 @@
 """bench.py end to end in its short mode: every phase runs and the JSON holds the figures."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -135,3 +136,20 @@ def test_an_elite_token_with_steps_scores_that_many_steps():
     assert specs[1]["score_steps"] == 20 and specs[1]["sample_strategy"] == "elite_sampling"
     assert replay_specs(replay_parameters(parse_config("nature:8:impala:elite")), 8, 20)[1]["score_steps"] == 5
 
+
+
+@pytest.mark.slow
+def test_a_configuration_whose_process_dies_is_named_not_measured(tmp_path):
+    """A worker that crashes during the warm-up: the configuration is reported as not measured (it was the
+    survivors' frames/s, with no word), the next one is measured, its figures kept, exit 1."""
+    out = tmp_path / "bench.json"
+    result = subprocess.run([*command("bench"), "--env", "CartPole-v1", "--configs", "mlp:2", "mlp:2:impala",
+                             "--warmup", "2", "--seconds", "15", "--emulator-seconds", "1", "--json", str(out)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=400,
+                            env={**os.environ, "A3G_FAULT": "worker_raise"})  # A3G's worker 0 only
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert [row["name"] for row in report["results"]] == ["mlp:2:impala"] and report["results"][0]["fps"] > 0
+    (failed,) = report["failed"]
+    assert failed["name"] == "mlp:2" and "worker" in failed["error"] and "exit" in failed["error"], failed
+    assert "bench: mlp:2: not measured: " in result.stderr and "injected fault" in result.stderr
