@@ -177,8 +177,8 @@ class DiagGaussian:
         actions = mean + log_std.exp() * noise
         x = (self.log_prob(pi_params.unsqueeze(0), actions) - self.log_prob(mu_params.unsqueeze(0), actions)
              - math.log(clip_rho_threshold))
-        excess = x.clamp_min(0.0)
-        return excess.mean(0) + torch.log(torch.exp(-excess).mean(0))
+        excess = x.clamp_min(0.0)  # log Z in logs: where every draw's excess passes ~104, exp(-excess) is 0 in float32
+        return excess.mean(0) + torch.logsumexp(-excess, 0) - math.log(samples)
 
 
 Policy = Categorical | DiagGaussian

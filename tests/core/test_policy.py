@@ -99,6 +99,18 @@ def test_gaussian_laser_divergence_matches_quadrature(mu, pi, rho_bar):
                                                                                            rho_bar).item()
 
 
+def test_gaussian_laser_divergence_of_policies_far_apart_is_large_not_minus_infinity():
+    """Narrow float32 policies far apart: every draw's excess passes ~104, where exp(-excess) is 0 in float32; the
+    divergence was log 0 = -inf, below any threshold, so the mask kept the steps it exists to drop."""
+    policy = DiagGaussian(1)
+    for shift in (0.2, 0.5, 1.0):
+        mu = torch.tensor([[shift, -5.0]])  # log-std at its lower bound
+        pi = torch.tensor([[0.0, -5.0]])
+        kl = policy.implied_kl(mu, pi, 1.0)
+        assert torch.isfinite(kl).all() and kl.item() > 50, (shift, kl)
+        assert trust_region_mask(mu.unsqueeze(0), pi.unsqueeze(0), threshold=0.5, policy=policy).item() == 0.0
+
+
 def test_trust_region_mask_with_gaussian_policies():
     policy = DiagGaussian(1)
     mu = torch.tensor([[[0.0, 0.0]], [[0.0, 0.0]]])  # [T=2, B=1, P=2]
