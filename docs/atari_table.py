@@ -4,6 +4,8 @@
     python docs/atari_table.py FOLDER PAGE [PROBES [VARIANTS]]  # another folder of runs, another page (and probes,
                                                                 # and runs with flags beyond the defaults)
 
+A PAGE that exists is replaced only if this script wrote it (its first line); page and figure are written whole.
+
 FOLDER/<Game>/ is one game's ``tools.sweep`` output (run1, run2, ... each with args.json, summary.json and
 progress.csv; sweep.json with the commands, the machine, the commit and an optional ``note`` that the page
 prints with them). For each of rl_a3c_pytorch's seven games the
@@ -18,6 +20,7 @@ sweep's ``main_flags``) get rows of their own in a section below, with the seven
 each in place of its game's defaults row.
 """
 
+import io
 import json
 import math
 import os
@@ -27,6 +30,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from core.files import atomic_write_bytes, atomic_write_text  # noqa: E402
 from tools.plot import read_games  # noqa: E402
 from tools.sweep import load_json, load_run, median_and_worst, return_at, run_dirs  # noqa: E402
 
@@ -65,10 +69,11 @@ def load_game(out: str, game: str) -> dict:
     for run, folder in zip(runs, ended_in):  # the mean of the last 100 training games after each (None: no games.csv)
         run["training_curve"] = read_games(os.path.join(folder, "games.csv"), TRAINING_WINDOW)
     got_to = {budget: [r for r in runs if r["frames"] is not None and r["frames"] >= budget] for budget in BUDGETS}
-    at = {budget: median_and_worst([return_at(r["curve"], budget) for r in got]) for budget, got in got_to.items()}
-    training = {budget: median_and_worst([return_at(r["training_curve"], budget) for r in got])
-                for budget, got in got_to.items()}
-    reached = {budget: len(got) for budget, got in got_to.items()}
+    values = {kind: {budget: [return_at(r[curve], budget) for r in got] for budget, got in got_to.items()}
+              for kind, curve in (("at", "curve"), ("training", "training_curve"))}
+    at, training = ({budget: median_and_worst(v) for budget, v in values[kind].items()} for kind in ("at", "training"))
+    # how many runs each cell's median is of (a run that reached the budget without a games.csv has no training mean)
+    counted = {kind: {budget: sum(v is not None for v in vs) for budget, vs in values[kind].items()} for kind in values}
     timed = [r for r in runs if r["frames"] and r["seconds"]]
     # each run's learning-rate schedule, from the args.json of the folder it ended in
     schedules = [schedule(load_json(os.path.join(folder, "args.json"))) for folder in ended_in]
@@ -77,7 +82,7 @@ def load_game(out: str, game: str) -> dict:
     if defaults and "--max-grad-norm" not in defaults and saved.get("max_grad_norm") is not None:
         # runs from before --max-grad-norm was an auto default (40 for Atari) did not clip unless told
         defaults += f"; --max-grad-norm {saved['max_grad_norm']:g}"
-    return {"game": game, "runs": runs, "at": at, "training": training, "reached": reached,
+    return {"game": game, "runs": runs, "at": at, "training": training, "counted": counted,
             "schedule": "; ".join(dict.fromkeys(schedules)),  # the distinct ones, in the runs' order
             "commit": meta.get("commit"),
             "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
@@ -140,8 +145,8 @@ def rows(games: list[dict]) -> str:
         if not g["runs"]:
             lines.append(f"| {label(g)} | not run yet | | | | | | | | | {number(a2c)} | {number(ppo)} |")
             continue
-        reached = [g["reached"][budget] for budget in BUDGETS]
-        cells = [pair(*g[kind][budget], n) for kind in ("at", "training") for budget, n in zip(BUDGETS, reached)]
+        cells = [pair(*g[kind][budget], g["counted"][kind][budget])
+                 for kind in ("at", "training") for budget in BUDGETS]
         scores = [number(normalised(g["game"], g[kind][BUDGETS[1]][0]), "{:.2f}") for kind in ("at", "training")]
         lines.append(f"| {label(g)} | {len(g['runs'])} | {g['schedule']} | " + " | ".join(cells)
                      + f" | {number(g['seconds'] and g['seconds'] / 60, '{:.0f}')} | {number(g['fps'], '{:,.0f}')} | "
@@ -218,7 +223,7 @@ def probe_table(folder: str, shown: str) -> str:
         run = load_run(dirs[0], known.get(os.path.basename(dirs[0]), {}))
         record = known.get(os.path.basename(dirs[0]), {})
         actions = record.get("num_actions") or ACTIONS[game]
-        returns = [number(return_at(run["curve"], budget)) for budget in PROBE_BUDGETS]
+        returns = [number(return_at(run["curve"], budget, run["frames"])) for budget in PROBE_BUDGETS]
         fps = run["frames"] / run["seconds"] if run["frames"] and run["seconds"] else None
         rows.append(f"| {game} | {actions}: {math.log(actions):.2f} | {number(fps, '{:,.0f}')} | "
                     + " | ".join(returns) + f" | {number(record.get('best_mean_return'))} | "
@@ -291,8 +296,10 @@ def figure(games: list[dict], path: str) -> None:
     fig.supxlabel("frames")
     fig.supylabel(f"return: evaluator's running mean (solid), last {TRAINING_WINDOW} training games' (dashed)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")
+    image = io.BytesIO()
+    fig.savefig(image, dpi=100, format="png")
     plt.close(fig)
+    atomic_write_bytes(path, image.getvalue())  # a figure cut short never replaces the committed one
 
 
 INTRO = """# Atari: the seven games rl_a3c_pytorch shipped
@@ -328,9 +335,35 @@ falling to 0 over the last 2M frames", "How long the fall", "Asteroids to 20M fr
 """
 
 
+def refusal(argv: list[str], folder: str, page: str) -> str | None:
+    """Why the command line cannot make the page (None: it can): a flag, a FOLDER holding none of the seven games,
+    a PAGE that is some other file (the page is rewritten whole: only one this script wrote is replaced)."""
+    flags = [a for a in argv if a.startswith("-")]
+    if flags:
+        return f"{flags[0]}: no such flag (usage: python docs/atari_table.py [FOLDER PAGE [PROBES [VARIANTS]]])"
+    if not any(os.path.isdir(os.path.join(folder, game)) for game in GAMES):
+        return f"{folder} holds none of the seven games' folders ({', '.join(GAMES)}): not a folder of runs"
+    if os.path.exists(page):
+        try:
+            with open(page) as f:
+                ours = f.readline() == INTRO.splitlines(keepends=True)[0]
+        except (OSError, UnicodeDecodeError):
+            ours = False
+        if not ours:
+            return f"{page} exists and is not a page this script wrote: it is kept; give another PAGE"
+    return None
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     folder = argv[0] if argv else os.path.join(HERE, "atari_runs")
     page = argv[1] if len(argv) > 1 else os.path.join(HERE, "ATARI.md")
+    problem = refusal(argv, folder, page)
+    if problem:
+        print(f"atari_table.py: error: {problem}", file=sys.stderr)
+        return 2
     stem = os.path.splitext(os.path.basename(page))[0].lower()  # ATARI.md -> atari_runs.png beside it
     png = os.path.join(os.path.dirname(page), stem + "_runs.png")
     probes = argv[2] if len(argv) > 2 else os.path.join(HERE, "atari_probes")
@@ -343,9 +376,8 @@ def main(argv: list[str]) -> int:
             + f"![Every run of the seven games]({rel(png, os.path.dirname(page))})\n\n"
             + variant_section(games, variants, rel(beyond, os.path.dirname(page)))
             + probe_table(probes, rel(probes, os.path.dirname(page))))
-    with open(page, "w") as f:
-        f.write(text)
     figure(games, png)
+    atomic_write_text(page, text)
     print(text)
     print(json.dumps({"page": page, "figure": png}))
     return 0

@@ -153,3 +153,33 @@ def test_no_section_without_runs_beyond_the_defaults(runs, tmp_path):
     page = tmp_path / "ATARI.md"
     assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none")]) == 0
     assert "## Beyond the defaults" not in page.read_text()
+
+
+def test_a_command_line_it_cannot_use_writes_nothing(runs, tmp_path, capsys):
+    """A flag, a folder of no games, a PAGE that is some other file: one line, exit 2, nothing written (a typo in
+    FOLDER made a table of seven 'not run yet' rows over the committed page)."""
+    mine = tmp_path / "notes.md"
+    mine.write_text("# my notes\n")
+    page = tmp_path / "ATARI.md"
+    for argv in (["--page", str(page)], [str(tmp_path / "no_such_runs"), str(page)], [str(runs), str(mine)]):
+        assert atari_table.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("atari_table.py: error: ") and len(err.strip().splitlines()) == 1, err
+    assert mine.read_text() == "# my notes\n" and not page.exists() and not (tmp_path / "atari_runs.png").exists()
+    assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none")]) == 0
+    assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none")]) == 0  # its own
+
+
+def test_a_probe_that_stopped_early_has_no_return_past_its_end(runs, tmp_path):
+    probes = tmp_path / "atari_probes"
+    crafted_run(probes / "Breakout" / "run1", [(4e5, 1.0), (9e5, 3.0), (1.2 * M, 5.0)], 1)  # crashed at 1.2M
+    text = atari_table.probe_table(str(probes), "atari_probes")
+    assert table_rows(text)["Breakout"][3:7] == ["1.0", "3.0", "-", "-"]
+
+
+def test_a_cell_of_one_value_is_not_shown_as_a_median_and_worst(runs, tmp_path):
+    """Two runs reached 20M frames but only one has training games: one value, not 'x / x' as if two agreed."""
+    (runs / "Breakout" / "run2" / "games.csv").unlink()
+    game = atari_table.load_game(str(runs / "Breakout"), "Breakout")
+    row = table_rows(atari_table.rows([game]))["Breakout"]
+    assert row[4] == "290.0 / 280.0" and row[6] == "150.5"
