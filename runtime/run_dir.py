@@ -82,12 +82,17 @@ def cell_number(text: str | None) -> float | None:
 
 def csv_column(path: str, field: str) -> list[float]:
     """The column ``field`` of the CSV file ``path``, as numbers (empty when there is no such file or column; a
-    row whose cell is not a number is left out, the rest are kept)."""
+    row whose cell is not a number is left out, the rest are kept; a tail csv cannot read, as a machine that stopped
+    mid-write can leave, ends the column there)."""
+    values = []
     try:
-        with open(path, newline="") as f:
-            return [value for row in csv.DictReader(f) if (value := cell_number(row.get(field))) is not None]
-    except OSError:
-        return []
+        with open(path, newline="", errors="replace") as f:
+            for row in csv.DictReader(f):
+                if (value := cell_number(row.get(field))) is not None:
+                    values.append(value)
+    except (OSError, csv.Error):
+        pass
+    return values
 
 
 def drop_cut_row(path: str) -> None:

@@ -248,6 +248,19 @@ def test_a_row_cut_short_by_a_lost_write_never_glues_onto_the_next_nor_hides_the
     assert (run / "games.csv").read_text().splitlines() == [",".join(GAMES_FIELDS)]
 
 
+def test_a_tail_csv_cannot_read_keeps_the_rows_before_it(tmp_path):
+    """A machine that stopped mid-write can leave a long tail of NUL bytes (or bytes that are no text): csv's
+    "field larger than field limit" was a traceback of --resume and of the evaluator's running mean."""
+    run = tmp_path / "run"
+    run.mkdir()
+    header = ",".join(PROGRESS_FIELDS) + "\n"
+    (run / "progress.csv").write_bytes((header + "1.0,50,1,9,9,9,9\n2.0,100,2,8,9,8.5,9\n").encode() + b"\0" * 200_000)
+    assert recent_returns(str(run / "progress.csv"), 10) == [9.0, 8.0]
+    assert run_dir.progress_frames(str(run)) == [50.0, 100.0]
+    (run / "games.csv").write_bytes((",".join(GAMES_FIELDS) + "\n0.5,20,10,20\n").encode() + b"\xff\xfe,1\n")
+    assert run_dir.csv_column(str(run / "games.csv"), "return") == [10.0]
+
+
 def test_a_start_that_finds_the_disk_full_leaves_every_file_whole(tmp_path, monkeypatch):
     run = tmp_path / "run"
     args = SimpleNamespace(run_dir=str(run), resume=None, save_model_dir=None, log_dir=str(tmp_path / "logs"),
