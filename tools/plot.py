@@ -67,6 +67,7 @@ def read_progress(run: str) -> dict[str, list[float]]:
     path = progress_path(run)
     if not os.path.isfile(path):
         raise BadInput(f"{path} not found (give a3g run directories, which hold progress.csv)")
+    data, unread = {c: [] for c in NEEDED}, 0
     try:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
@@ -75,8 +76,6 @@ def read_progress(run: str) -> dict[str, list[float]]:
             missing = [c for c in NEEDED if c not in reader.fieldnames]
             if missing:
                 raise BadInput(f"{path} lacks the column(s) {', '.join(missing)}: not an a3g progress.csv")
-            data = {c: [] for c in NEEDED}
-            unread = 0
             for row in reader:
                 try:
                     values = {c: float(row[c]) for c in NEEDED}
@@ -86,8 +85,11 @@ def read_progress(run: str) -> dict[str, list[float]]:
                 if all(math.isfinite(v) for v in values.values()):
                     for c in NEEDED:
                         data[c].append(values[c])
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path} cannot be read ({exc})") from None
+    except csv.Error as exc:  # a tail csv cannot read (a machine that stopped mid-write): the rows before it
+        if not data["frames"]:
+            raise BadInput(f"{path} cannot be read ({exc})") from None
     if not data["frames"]:
         raise BadInput(f"{path} has no evaluator games yet (only a header)" if not unread else
                        f"{path} has no readable evaluator game ({unread} row(s) that are not numbers)")
@@ -101,13 +103,22 @@ def running_means(returns: list[float], window: int) -> list[float]:
 
 def read_games(path: str, window: int) -> dict[str, list[float]] | None:
     """A run's games.csv in progress.csv's columns (the mean of the last ``window`` games as ``mean_return``); None
-    when it holds no game (or is not a3g's)."""
+    when it holds no game (or is not a3g's). A row that is not numbers (cut mid-write by a run still going or
+    stopped) is left out, the rest kept; so is a tail csv cannot read."""
+    rows = []
     try:
-        with open(path, newline="") as f:
-            rows = [(float(r["wall_time_s"]), float(r["frames"]), float(r["return"])) for r in csv.DictReader(f)
-                    if r.get("return") not in (None, "")]
-    except (OSError, UnicodeDecodeError, csv.Error, KeyError, ValueError):
-        return None
+        with open(path, newline="", errors="replace") as f:
+            for r in csv.DictReader(f):
+                try:
+                    row = (float(r["wall_time_s"]), float(r["frames"]), float(r["return"]))
+                except KeyError:
+                    return None  # not a3g's games.csv
+                except (TypeError, ValueError):
+                    continue
+                if all(map(math.isfinite, row)):
+                    rows.append(row)
+    except (OSError, csv.Error):
+        pass
     if not rows:
         return None
     returns = [r for _, _, r in rows]

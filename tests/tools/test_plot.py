@@ -140,3 +140,20 @@ def test_the_training_curve_from_games_csv(tmp_path):
     (run / "games.csv").write_text("wall_time_s,frames,return,length\n")  # no game yet, no events: bad input
     result = run_plot(run, "--curve", "training")
     assert result.returncode == 2 and "no training games" in result.stderr
+
+
+def test_a_damaged_row_or_tail_leaves_the_other_games_drawn(tmp_path):
+    """A row cut mid-write, or a tail of NUL bytes a stopped machine left: the games before and after it are read
+    (one bad row dropped every training game, and such a progress.csv tail made the whole run unreadable)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = "".join(f"{0.5 * i},{1000 * i},{i},100\n" for i in range(1, 11))
+    (run / "games.csv").write_text("wall_time_s,frames,return,length\n" + rows + "5.5,11000,-\n6.0,12000,12,100\n")
+    data = plot_tool.read_games(str(run / "games.csv"), 10)
+    assert data["return"] == [*map(float, range(1, 11)), 12.0]
+    (run / "games.csv").write_bytes(("wall_time_s,frames,return,length\n" + rows).encode() + b"\0" * 200_000)
+    assert plot_tool.read_games(str(run / "games.csv"), 10)["return"] == list(map(float, range(1, 11)))
+    (run / "progress.csv").write_bytes((",".join(FIELDS) + "\n1,100,1,5,50,5,100\n2,200,2,7,50,6,100\n").encode()
+                                       + b"\0" * 200_000)
+    assert plot_tool.read_progress(str(run))["frames"] == [100.0, 200.0]
+    assert run_plot(run, "-o", tmp_path / "out.png").returncode == 0
