@@ -351,11 +351,17 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     return p
 
 
+PATH_FLAGS = ("resume", "run_dir", "save_model_dir", "log_dir", "env_config")
+
+
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, dict]:
     """Parse ``argv``, merge a ``--resume``d run's saved flags under those given now; returns (args, the resumed
     checkpoint or None, the flags given explicitly)."""
     args = build_parser().parse_args(argv)
     explicit = vars(build_parser(suppress_defaults=True).parse_args(argv))
+    for name in PATH_FLAGS:  # an unset shell variable (--resume "$RUN") must not start a fresh run, or write to ./
+        if explicit.get(name) == "":
+            raise BadInput(f"{option(name)} needs a path, got an empty one")
     resumed = None
     if args.resume:
         resumed = load_checkpoint(args.resume, kind="checkpoint")

@@ -92,6 +92,9 @@ def _check_entry(index, entry):
 
 
 def _check_custom(index, spec):
+    if spec["sample_strategy"] is None and spec["insert_strategy"] is None:
+        raise entry_error(index, spec, None, 'a custom replay needs a "sample_strategy" or an "insert_strategy" '
+                                             '(without either it is "type": "standard")')
     if spec["dist_function"] is None:
         raise entry_error(index, spec, None, f"key 'dist_function' is missing ({', '.join(DIST_FUNCTIONS)})")
     choices = {"dist_function": DIST_FUNCTIONS, "sample_strategy": SAMPLE_STRATEGIES,

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from core.errors import BadInput
 from impala.replay import ReplayBuffer, annealed_lambda, concat, cos_dist, elite_picks, kl_div, ln_norm, slot_bytes
 from impala.unrolls import column, policy_layout
 from model import model_meta
@@ -212,7 +213,9 @@ def test_a_sample_strategy_that_would_rank_only_its_picks_is_refused(lam, batch)
         return
     with pytest.raises(ValueError, match=r"entry 2 \(custom\): 'lambda_batch_multiplier' .* more candidates than picks"):
         replay_specs(text, batch)
-    assert replay_specs(text.replace('"attentive_sampling"', "null"), batch)[1]["lambda_batch_multiplier"] == lam
+    unranked = text.replace('"sample_strategy": "attentive_sampling"',
+                            '"insert_strategy": "elite_insertion", "elite_batch_size": 8')
+    assert replay_specs(unranked, batch)[1]["lambda_batch_multiplier"] == lam
 
 
 @pytest.mark.parametrize("strategy", sorted(EXPECTED))
@@ -247,7 +250,7 @@ def test_specs_default_and_tolerant_ratios():
         {"type": "queue", "capacity": 1, "sample_ratio": 1, "count": 8}]
     specs = replay_specs('[{"type": "queue", "capacity": 1, "sample_ratio": 0.6}, {"type": "standard", '
                          '"capacity": 9, "sample_ratio": 0.3}, {"type": "custom", "capacity": 9, '
-                         '"sample_ratio": 0.1, "dist_function": "kl_div"}]', 10)
+                         '"sample_ratio": 0.1, "dist_function": "kl_div", "sample_strategy": "attentive_sampling"}]', 10)
     assert [s["count"] for s in specs] == [6, 3, 1]  # 0.6 + 0.3 + 0.1 != 1.0 in floats, accepted all the same
     assert specs[2]["elite_sampling_strategy"] == "strategy3" and specs[2]["p"] == 2
 
@@ -291,3 +294,13 @@ def test_frames_are_stored_as_bytes():
     frames = 22 * 4 * 84 * 84  # T + 1 observations and one final one
     as_bytes = slot_bytes(20, [4, 84, 84], 6, 0, 0, obs_dtype=torch.uint8)
     assert slot_bytes(20, [4, 84, 84], 6, 0, 0) - as_bytes == 3 * frames
+
+
+def test_a_custom_replay_without_a_strategy_says_so_first():
+    """Neither strategy: the message names what is missing (it asked for a 'dist_function', which once given was
+    refused as reading nothing)."""
+    custom = {"type": "custom", "capacity": 100, "sample_ratio": 0.5}
+    for entry in (custom, {**custom, "dist_function": "ln_norm"}):
+        with pytest.raises(BadInput, match='entry 2 .custom.: a custom replay needs a "sample_strategy" or an '
+                                           '"insert_strategy"'):
+            replay_specs(json.dumps([{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, entry]), 4)

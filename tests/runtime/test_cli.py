@@ -561,3 +561,12 @@ def test_soak_reads_no_frames_from_a_run_that_wrote_none(tmp_path):
     from tools.soak import progress_fps
 
     assert progress_fps(str(tmp_path / "run" / "progress.csv"), 0, 10) is None
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--run-dir", "--log-dir", "--save-model-dir", "--env-config"])
+def test_an_empty_path_is_refused(flag):
+    """``--resume "$RUN"`` with RUN unset trained a fresh run from scratch; the others wrote to the current folder."""
+    from runtime import config
+
+    with pytest.raises(BadInput, match=f"^{flag} needs a path, got an empty one$"):
+        config.validate(["--env", "CartPole-v1", flag, ""])
