@@ -466,10 +466,9 @@ def fast_layout(model: nn.Module, meta: dict, enabled: bool = True) -> nn.Module
 
 
 def choose_model(name: str, obs_shape: Sequence[int]) -> str:
-    """Resolve ``--model auto`` from the observation's shape and check that the named model can take it."""
+    """``name``, checked against the observation's shape (``--model auto`` is resolved before this, by the defaults
+    of ``runtime.defaults``)."""
     image = len(obs_shape) == 3
-    if name == "auto":
-        return "a3clstm" if image else "mlplstm"
     if name == "a3clstm" and (not image or tuple(obs_shape[1:]) != (80, 80)):
         raise BadInput(f"--model a3clstm needs [C, 80, 80] frames, this environment gives {list(obs_shape)}")
     if name in ("nature", "resnet") and (not image or tuple(obs_shape) != (4, 84, 84)):

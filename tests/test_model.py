@@ -54,8 +54,7 @@ def test_initial_policy_is_near_uniform():
 
 
 def test_choose_model():
-    assert choose_model("auto", (1, 80, 80)) == "a3clstm"
-    assert choose_model("auto", (4,)) == "mlplstm"
+    assert choose_model("a3clstm", (1, 80, 80)) == "a3clstm" and choose_model("mlplstm", (4,)) == "mlplstm"
     with pytest.raises(BadInput):
         choose_model("a3clstm", (4,))
     with pytest.raises(BadInput):
