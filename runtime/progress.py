@@ -76,7 +76,7 @@ class TrainingGames:
         games = self.state.new_games(self.read)
         if games:
             seconds = f"{self.start_seconds + self.clock():.2f}"
-            self.rows.writerows([seconds, int(frames), f"{episode_return:g}", length]
+            self.rows.writerows([seconds, int(frames), f"{episode_return:.15g}", length]
                                 for episode_return, length, frames in games)
             self.file.flush()
 

@@ -63,3 +63,20 @@ def test_training_games_come_out_once_and_in_frame_order():
     state.record_games(0, [(float(i), i) for i in range(GAME_RING + 5)])  # more than the ring holds: the oldest go
     games = state.new_games(read)
     assert len(games) == GAME_RING and games[0][0] == 5.0 and games[-1][0] == GAME_RING + 4
+
+
+def test_training_games_are_written_with_their_whole_return(tmp_path):
+    """games.csv kept 6 significant digits: a return of 1,234,567 was written 1.23457e+06, and a continuous task's
+    -123.4567891 as -123.457."""
+    import csv
+
+    from runtime.progress import TrainingGames
+
+    state = RunState(mp.get_context("spawn"), 1)
+    state.record_games(0, [(1234567.0, 900), (-123.4567891, 200), (21.0, 50)])
+    games = TrainingGames(str(tmp_path / "games.csv"), state, lambda: 1.0, 0.0)
+    games.close()
+    with open(tmp_path / "games.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert [row[2] for row in rows] == ["1234567", "-123.4567891", "21"]
+    assert [float(row[2]) for row in rows] == [1234567.0, -123.4567891, 21.0]
