@@ -421,3 +421,20 @@ def test_an_exported_model_says_so_in_the_header(cartpole_run, tmp_path):
     assert played.returncode == 0, played.stderr
     header = header_line(played.stdout)
     assert "weights exported from a checkpoint at" in header and "nan" not in header, header
+
+
+def test_force_never_replaces_a_checkpoint_of_a_newer_format_nor_writes_into_a_folder(tmp_path, capsys):
+    """A checkpoint this version cannot load (a newer a3g's) is still some run's training state: --force kept
+    replacing it. A folder given as OUTPUT: said so, not '--force replaces it' and then 'Is a directory'."""
+    from tools import export_model
+
+    newer = tmp_path / "checkpoint.pt"
+    torch.save({"format_version": 99, "kind": "checkpoint", "state_dict": {}}, newer)
+    state = newer.read_bytes()
+    assert export_model.main([str(tmp_path / "nope"), str(newer), "--force"]) == 2
+    assert "training state" in capsys.readouterr().err and newer.read_bytes() == state
+    (tmp_path / "models").mkdir()
+    for force in ([], ["--force"]):
+        assert export_model.main([str(tmp_path / "nope"), str(tmp_path / "models"), *force]) == 2
+        err = capsys.readouterr().err
+        assert "is a folder" in err and "--force" not in err, err

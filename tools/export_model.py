@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {args.output} is the file being exported: it is kept, --force or not; give another "
               f"file name", file=sys.stderr)
         return 2
+    if os.path.isdir(args.output):
+        print(f"{PROG}: error: {args.output} is a folder; give the model file's name", file=sys.stderr)
+        return 2
     if os.path.exists(args.output) and not args.force:
         print(f"{PROG}: error: {args.output} exists; it is kept (--force replaces it)", file=sys.stderr)
         return 2
@@ -70,11 +73,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def holds_training_state(path: str) -> bool:
-    """Whether ``path`` is a checkpoint a run could resume from (a model file is not: --force may replace it)."""
+    """Whether ``path`` is a run's checkpoint (a model file is not: --force may replace it), of any format version:
+    one that a newer a3g wrote, which this one cannot resume, is still some run's training state."""
     try:
-        return load_checkpoint(path).get("kind") == "checkpoint"
-    except BadInput:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # not a file torch can read safely: no run resumes from it
         return False
+    return isinstance(data, dict) and data.get("kind") == "checkpoint"
 
 
 def bf16_weights(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
