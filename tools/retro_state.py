@@ -28,6 +28,7 @@ from core.cli import OneLineParser
 from core.errors import BadInput
 from core.files import atomic_write_bytes, first_free, try_write
 from envs import retro_env
+from tools.save_states import write_png
 
 PROG = "python -m tools.retro_state"  # how the command is run, for its messages
 
@@ -104,9 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     problems = race_start_problems(info)
     stem = os.path.splitext(out)[0]
     picture = first_free(stem + ".failed", os.path.exists, ".png") if problems else stem + ".png"
-    import cv2
-
-    cv2.imwrite(picture, cv2.cvtColor(env.render(), cv2.COLOR_RGB2BGR))
+    write_png(picture, env.render())
     if problems:
         env.close()
         print(f"{PROG}: the menus did not lead to the start of a race ({'; '.join(problems)}); nothing saved; the "

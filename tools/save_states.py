@@ -6,8 +6,9 @@
 It plays one game from ``--state`` (default: the game's own start state) with uniformly random actions (seeded by
 ``--seed``; a3g's action set and frame skip, so a step is ``--skip-rate`` emulator frames) and, when the game has
 played each of ``--steps`` agent steps, writes ``<out>/step<N>.state`` (stable-retro's gzip format, loadable by
-``--state`` and by stable-retro itself; never over an existing file) and a PNG of the screen beside it, to look at. A game that ends before the
-last step saves what it reached and exits 1 naming the step it ended at: pick earlier steps or another ``--seed``.
+``--state`` and by stable-retro itself; never over an existing file) and a PNG of the screen beside it, to look
+at. A game that ends before the last step saves what it reached and exits 1 naming the step it ended at: pick
+earlier steps or another ``--seed``.
 """
 
 import gzip
@@ -78,9 +79,13 @@ def picture_file(out: str, step: int) -> str:
 
 
 def write_png(path: str, screen: np.ndarray) -> None:
+    """An RGB screen as a PNG file, written whole (cv2.imwrite said nothing when it wrote no file)."""
     import cv2
 
-    cv2.imwrite(path, cv2.cvtColor(screen, cv2.COLOR_RGB2BGR))
+    ok, data = cv2.imencode(".png", cv2.cvtColor(screen, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise OSError(f"the screen ({screen.shape}) could not be encoded as a PNG")
+    atomic_write_bytes(path, data.tobytes())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -575,3 +575,18 @@ def test_a_failed_state_attempt_keeps_its_screen_and_does_not_block_the_rerun(tm
     assert not out.exists() and not (tmp_path / "circuit.png").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["circuit.failed-2.png", "circuit.failed.png"]
     assert Console.closed == 2
+
+
+def test_a_screen_picture_that_cannot_be_written_is_an_error_not_silence(tmp_path):
+    """cv2.imwrite returned False for a PNG it could not write, which nobody read; the picture is now written whole
+    (one that can be written reads back as the screen)."""
+    import cv2
+
+    from tools.save_states import write_png
+
+    screen = np.random.default_rng(0).integers(0, 256, (224, 320, 3), dtype=np.uint8)
+    write_png(str(tmp_path / "screen.png"), screen)
+    assert (cv2.imread(str(tmp_path / "screen.png"))[..., ::-1] == screen).all()
+    assert os.listdir(tmp_path) == ["screen.png"]  # no temporary left beside it
+    with pytest.raises(OSError):
+        write_png(str(tmp_path / "no_such_folder" / "screen.png"), screen)
