@@ -12,15 +12,17 @@ folders were lost with their machine count from FOLDER/lost.json (their figures 
 the table).
 """
 
-import glob
+import io
 import json
 import os
+import re
 import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from core.files import atomic_write_bytes, atomic_write_text  # noqa: E402
 from tools.plot import read_progress  # noqa: E402
 
 BUDGET = 2_000_000
@@ -33,8 +35,12 @@ def load(folder):
     """{config: [run, ...]}, the finished runs by seed, each a dict with its seed, return at the budget, frames/s,
     masked fraction (None unless --kl-mask) and progress columns (None for a lost run)."""
     runs = {}
-    for found in sorted(glob.glob(os.path.join(folder, "[A-E]-s*"))):
-        config, seed = os.path.basename(found).split("-s")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        named = re.fullmatch(r"([A-E])-s(\d+)", name)  # a copy beside them (B-s1.bak) is not a run
+        found = os.path.join(folder, name)
+        if not named or not os.path.isdir(found):
+            continue
+        config, seed = named.groups()
         path = os.path.join(found, "run1") if os.path.isdir(os.path.join(found, "run1")) else found
         summary_path = os.path.join(path, "summary.json")
         summary = json.load(open(summary_path)) if os.path.isfile(summary_path) else None
@@ -42,15 +48,22 @@ def load(folder):
             progress = read_progress(path)
         except Exception:  # no evaluator game yet
             progress = None
-        if summary and progress and summary["frames"] >= BUDGET:
+        score = return_at(progress, BUDGET) if progress else None
+        if summary and score is not None and summary.get("frames", 0) >= BUDGET:  # a game by 2M frames, run past it
+            seconds = summary.get("seconds")
             runs.setdefault(config, []).append({
-                "seed": int(seed), "progress": progress, "return": return_at(progress, BUDGET),
-                "fps": summary["frames"] / summary["seconds"], "masked_fraction": summary.get("masked_fraction")})
+                "seed": int(seed), "progress": progress, "return": score,
+                "fps": summary["frames"] / seconds if seconds else None,
+                "masked_fraction": summary.get("masked_fraction")})
     lost = os.path.join(folder, "lost.json")
-    for run in json.load(open(lost))["runs"] if os.path.isfile(lost) else []:
-        runs.setdefault(run["config"], []).append({"seed": run["seed"], "progress": None, "lost": True,
-                                                   "return": run["return"], "fps": run["fps"],
-                                                   "masked_fraction": run.get("masked_fraction")})
+    try:
+        for run in json.load(open(lost))["runs"] if os.path.isfile(lost) else []:
+            runs.setdefault(run["config"], []).append({"seed": run["seed"], "progress": None, "lost": True,
+                                                       "return": run["return"], "fps": run["fps"],
+                                                       "masked_fraction": run.get("masked_fraction")})
+    except (ValueError, KeyError, TypeError) as exc:
+        sys.exit(f"replay_table.py: error: {lost} is not a list of lost runs ({type(exc).__name__}: {exc}): each "
+                 f"needs config, seed, return and fps")
     for config in runs:
         runs[config].sort(key=lambda run: run["seed"])
     return runs
@@ -69,7 +82,8 @@ def table(runs):
         returns = [r["return"] for r in done]
         mark = {True: "*", False: ""}
         by_seed = ", ".join(f"s{r['seed']}{mark[bool(r.get('lost'))]} {r['return']:+.1f}" for r in done)
-        fps = ", ".join(f"s{r['seed']}{mark[bool(r.get('lost'))]} {r['fps']:,.0f}" for r in done)
+        fps = ", ".join(f"s{r['seed']}{mark[bool(r.get('lost'))]} " + (f"{r['fps']:,.0f}" if r["fps"] else "-")
+                        for r in done)
         masked = [r["masked_fraction"] for r in done if r["masked_fraction"] is not None]
         lines.append(f"| {config} | {NAMES[config]} | {by_seed} | {statistics.median(returns):+.1f} | "
                      f"{min(returns):+.1f} | {fps} | "
@@ -118,7 +132,10 @@ def figure(runs, path):
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=100, format="png")
+    plt.close(fig)
+    atomic_write_bytes(path, image.getvalue())
 
 
 def main(folder):
@@ -127,14 +144,12 @@ def main(folder):
         sys.exit(f"replay_table.py: error: no finished <config>-s<seed> folders or lost.json in {folder}")
     text = table(runs)
     print(text)
-    with open(os.path.join(folder, "replay.md"), "w") as f:
-        f.write(text + "\n")
-    with open(os.path.join(folder, "milestones.md"), "w") as f:
-        f.write(milestones(runs) + "\n")
     figure(runs, os.path.join(folder, "replay.png"))
+    atomic_write_text(os.path.join(folder, "replay.md"), text + "\n")
+    atomic_write_text(os.path.join(folder, "milestones.md"), milestones(runs) + "\n")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2:
+    if len(sys.argv) > 2 or any(a.startswith("-") for a in sys.argv[1:]):
         sys.exit("usage: python docs/replay_table.py [FOLDER]   (default: docs/replay_runs)")
     main(sys.argv[1] if len(sys.argv) == 2 else os.path.join(HERE, "replay_runs"))

@@ -66,3 +66,19 @@ def test_milestones_of_kept_runs_within_the_budget(tmp_path):
         "|---|---|---|---|",
         "| A s2 | 1.50M (0.3 min) | not in 2M | not in 2M |",
         "| C s2 | 1.00M (0.2 min) | 1.50M (0.3 min) | 2.00M (0.5 min) |"]  # the lost seed 1 has no progress
+
+
+def test_a_copy_beside_the_runs_and_a_run_without_a_game_by_2m_are_left_out(tmp_path):
+    """A folder B-s1.bak was int('1.bak'): a traceback; a run past 2M frames whose first game came after it formatted
+    None: a traceback."""
+    kept_run(tmp_path / "A-s1", [-21, -10, 1.5, 3.0], 2_000_000)
+    kept_run(tmp_path / "A-s1.bak", [-21, -10, 1.5, 3.0], 2_000_000)
+    late = tmp_path / "A-s2"
+    kept_run(late, [], 2_100_000)
+    with open(late / "progress.csv", "a", newline="") as f:
+        csv.writer(f).writerow([1.0, 2_050_000, 0, -20, 800, -20, 2000.0])  # its first game, after 2M frames
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "docs", "replay_table.py"), str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    (row,) = result.stdout.splitlines()[2:]
+    assert row.startswith("| A | no replay | s1 +3.0 | +3.0 | +3.0 |"), row
