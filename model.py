@@ -97,12 +97,16 @@ class GaussianHead(nn.Module):
         self.log_std = nn.Parameter(torch.zeros_like(self.weight))
         self.sde = True
 
+    def sde_variance(self, x: torch.Tensor) -> torch.Tensor:
+        """The variance of gSDE's noise ``x E`` for the features ``x``: ``sum_i x_i^2 exp(2 log_std[j, i])``
+        (float32, under --bf16 too; the features detached)."""
+        with torch.autocast(x.device.type, enabled=False):
+            return F.linear(x.detach().float().pow(2), torch.exp(2 * self.log_std.float()))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean = F.linear(x, self.weight, self.bias)
         if self.sde:
-            with torch.autocast(x.device.type, enabled=False):  # float32 under --bf16 too
-                variance = F.linear(x.detach().float().pow(2), torch.exp(2 * self.log_std.float()))
-                log_std = 0.5 * torch.log(variance + self.SDE_FLOOR)
+            log_std = 0.5 * torch.log(self.sde_variance(x) + self.SDE_FLOOR)
         elif self.log_std_weight is None:
             log_std = self.log_std
         else:
@@ -117,7 +121,8 @@ class ExplorationNoise:
     (once per rollout: SB3's default ``sde_sample_freq=-1``); ``sample(logits)`` is the mean plus ``z E``, with
     ``z`` the features of the head's latest forward (a forward hook keeps them). Within a rollout the same state
     gets the same action, and nearby states nearby ones; over the draws of ``E`` each action is the head's
-    diagonal Gaussian (exactly, but where its log-std bound is reached)."""
+    diagonal Gaussian, also where the head's log-std is not the noise's own (the bounds, ``LOG_STD_RANGE``, and
+    the variance floor): the noise is scaled to the std the head gives, which the log-probabilities use."""
 
     def __init__(self, model: nn.Module, batch: int):
         self.head, self.batch = model.actor_linear, batch
@@ -134,7 +139,11 @@ class ExplorationNoise:
 
     def sample(self, logits: torch.Tensor) -> torch.Tensor:
         mean = logits[..., :self.matrices.shape[-1]].float()
-        return mean + torch.bmm(self.features.unsqueeze(1), self.matrices).squeeze(1)
+        noise = torch.bmm(self.features.unsqueeze(1), self.matrices).squeeze(1)
+        with torch.no_grad():  # the head's log-std over the noise's own (1 but at the bounds or the floor)
+            scale = (logits[..., self.matrices.shape[-1]:].float()
+                     - 0.5 * self.head.sde_variance(self.features).clamp_min(1e-30).log()).exp()
+        return mean + noise * scale
 
 
 def exploration_noise(model: nn.Module, batch: int) -> ExplorationNoise | None:

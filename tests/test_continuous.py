@@ -218,6 +218,18 @@ def test_gsde_log_std_is_the_noise_matrix_variance_and_its_samples_have_it(name)
     draws = torch.stack(draws)
     assert torch.allclose(draws.mean(0), params[:, :2], atol=0.08)
     assert torch.allclose(draws.std(0).log(), params[:, 2:], atol=0.05)
+    # log-stds past the head's bounds (LOG_STD_RANGE, [-5, 2]): the samples have the bound's std, which the
+    # log-probabilities use (the noise had the unbounded std, e^1 to e^2 times wider here)
+    for start in (8.0, -12.0):
+        set_log_std(model, start)
+        params = model(obs, model.initial_state(3))[1].detach()
+        assert (params[:, 2:] == (2.0 if start > 0 else -5.0)).all()
+        draws = []
+        for _ in range(4000):
+            noise.resample()
+            draws.append(noise.sample(params))
+        draws = torch.stack(draws)
+        assert torch.allclose(draws.std(0).log(), params[:, 2:], atol=0.05), (start, draws.std(0).log())
     model.zero_grad()
     out = model(obs, model.initial_state(3))[1]
     out[:, 2:].sum().backward()  # the log-std alone: reaches the noise's log-stds, not the torso
