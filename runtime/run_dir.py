@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import csv
 import datetime
+import errno
 import io
 import json
 import math
@@ -183,6 +184,14 @@ def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str,
         texts[name] = buffer.getvalue()
     made = []
     try:
+        if resumed is None:  # claim the folder first: two runs that picked the same one never write into each other
+            claim = os.path.join(args.run_dir, "progress.csv")
+            try:
+                os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                raise FileExistsError(errno.EEXIST, "another run started in it at the same moment; start again",
+                                      args.run_dir) from None
+            made.append(claim)
         for name, text in texts.items():
             path = os.path.join(args.run_dir, name)
             existed = os.path.exists(path)
@@ -204,15 +213,19 @@ def parent_rows(args: argparse.Namespace, resumed: dict, name: str = "progress.c
     source = resumed_run_dir(args.resume)
     if os.path.abspath(source) == os.path.abspath(args.run_dir):
         return []
+    rows = []
     try:
-        with open(os.path.join(source, name), newline="") as f:
+        with open(os.path.join(source, name), newline="", errors="replace") as f:
             reader = csv.reader(f)
             if next(reader, None) != fields:
                 return []
-            return [row for row in reader if len(row) == len(fields) and (frames := cell_number(row[1])) is not None
-                    and frames <= float(resumed["frames"])]
-    except OSError:
-        return []
+            for row in reader:
+                if len(row) == len(fields) and (frames := cell_number(row[1])) is not None \
+                        and frames <= float(resumed["frames"]):
+                    rows.append(row)
+    except (OSError, csv.Error):  # a tail csv cannot read (a machine that stopped mid-write): the rows before it
+        pass
+    return rows
 
 
 def recent_returns(path: str, count: int) -> list[float]:

@@ -261,6 +261,34 @@ def test_a_tail_csv_cannot_read_keeps_the_rows_before_it(tmp_path):
     assert run_dir.csv_column(str(run / "games.csv"), "return") == [10.0]
 
 
+def test_two_fresh_runs_that_picked_one_folder_never_write_into_each_other(tmp_path):
+    """The default folder is named by the second: two runs of one env and seed started in the same second picked
+    the same one, and both wrote into it. The second to claim it is refused; the first's files are as it wrote."""
+    args = SimpleNamespace(run_dir=str(tmp_path / "run"), resume=None, save_model_dir=None,
+                           log_dir=str(tmp_path / "logs"), env="CartPole-v1", seed=1)
+    prepare_run_dir(args, None)
+    first = {name: (tmp_path / "run" / name).read_bytes() for name in ("args.json", "progress.csv", "games.csv")}
+    args.seed = 2
+    with pytest.raises(FileExistsError, match="another run started in it at the same moment"):
+        prepare_run_dir(args, None)
+    assert {name: (tmp_path / "run" / name).read_bytes() for name in first} == first
+
+
+def test_a_branch_of_a_parent_with_a_damaged_tail_keeps_the_rows_before_it(tmp_path):
+    """A resume after a power loss is a branch, and its parent's files can end in NUL bytes or bytes that are no
+    text: copying the parent's rows was a traceback."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "progress.csv").write_bytes((",".join(PROGRESS_FIELDS) + "\n1.0,50,1,9,9,9,9\n2.0,100,2,8,9,8.5,9\n")
+                                       .encode() + b"\0" * 200_000)
+    (run / "games.csv").write_bytes((",".join(GAMES_FIELDS) + "\n0.5,20,10,20\n").encode() + b"\xff\xfe\n")
+    args = SimpleNamespace(run_dir=str(tmp_path / "branch"), resume=str(run / "checkpoint-100.pt"),
+                           save_model_dir=None, log_dir=str(tmp_path / "logs"), env="CartPole-v1")
+    prepare_run_dir(args, {"frames": 100.0})
+    assert progress_frames(tmp_path / "branch") == [50.0, 100.0]
+    assert progress_frames(tmp_path / "branch", "games.csv", GAMES_FIELDS) == [20.0]
+
+
 def test_a_start_that_finds_the_disk_full_leaves_every_file_whole(tmp_path, monkeypatch):
     run = tmp_path / "run"
     args = SimpleNamespace(run_dir=str(run), resume=None, save_model_dir=None, log_dir=str(tmp_path / "logs"),
