@@ -214,7 +214,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
             raise KeyboardInterrupt if stops[0] == signal.SIGINT else Terminated
         supervisor.start()
         progress = Progress(args, state, clock, start_seconds, args.progress_interval)
-        games = TrainingGames(paths["games"], state, clock, start_seconds)
+        games = TrainingGames(paths["games"], state, clock, start_seconds, log)
         if args.tensorboard_logger:
             training_log = TrainingLog(args, state, shared_model, meta, clock, log)
 

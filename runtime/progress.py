@@ -64,23 +64,43 @@ class TrainingGames:
     """Called by the supervisor's loop; appends each training game that ended since the last call to the run's
     ``games.csv`` (``runtime.run_dir.GAMES_FIELDS``: the run's seconds when the main process saw it, the frames
     when it ended, its return and length), flushed, so the file can be read while the run goes on. A game a worker
-    ended more than ``RunState``'s ring ago, unread, is lost (the loop reads every 0.2 s)."""
+    ended more than ``RunState``'s ring ago, unread, is lost (the loop reads every 0.2 s). A file that cannot be
+    written (a full disk) is said once, through ``log``, and training goes on without it."""
 
-    def __init__(self, path: str, state: RunState, clock: Callable[[], float], start_seconds: float):
-        self.state, self.clock, self.start_seconds = state, clock, start_seconds
+    def __init__(self, path: str, state: RunState, clock: Callable[[], float], start_seconds: float,
+                 log: Callable[[str], object] = lambda message: print(message, file=sys.stderr)):
+        self.path, self.state, self.clock, self.start_seconds, self.log = path, state, clock, start_seconds, log
         self.read = [0] * len(state.games_written)
-        self.file = open(path, "a", newline="")
+        self.file: TextIO | None = open(path, "a", newline="")
         self.rows = csv.writer(self.file)
 
     def __call__(self) -> None:
-        games = self.state.new_games(self.read)
+        if self.file is None:
+            return
+        read = list(self.read)  # the games count as read once written: a stop in between loses none
+        games = self.state.new_games(read)
         if games:
             seconds = f"{self.start_seconds + self.clock():.2f}"
-            self.rows.writerows([seconds, int(frames), f"{episode_return:.15g}", length]
-                                for episode_return, length, frames in games)
-            self.file.flush()
+            try:
+                self.rows.writerows([seconds, int(frames), f"{episode_return:.15g}", length]
+                                    for episode_return, length, frames in games)
+                self.file.flush()
+            except OSError as exc:
+                self.log(f"{self.path} cannot be written ({exc.strerror or exc}): the training games from here on "
+                         f"are not recorded; training goes on")
+                self.discard()
+                return
+        self.read = read
+
+    def discard(self) -> None:
+        try:
+            self.file.close()
+        except OSError:  # the rows still buffered cannot be written either
+            pass
+        self.file = None
 
     def close(self) -> None:
         """The games that ended since the last call, then the file is closed."""
         self()
-        self.file.close()
+        if self.file is not None:
+            self.discard()

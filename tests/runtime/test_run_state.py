@@ -80,3 +80,26 @@ def test_training_games_are_written_with_their_whole_return(tmp_path):
         rows = list(csv.reader(f))
     assert [row[2] for row in rows] == ["1234567", "-123.4567891", "21"]
     assert [float(row[2]) for row in rows] == [1234567.0, -123.4567891, 21.0]
+
+
+def test_a_games_file_that_cannot_be_written_is_said_once_and_training_goes_on(tmp_path):
+    """A full disk while games.csv is written: one message, no exception (it escaped the supervisor's loop and the
+    final save never ran); games are counted as read only once written."""
+    from runtime.progress import TrainingGames
+
+    state = RunState(mp.get_context("spawn"), 1)
+    said = []
+    games = TrainingGames("/dev/full", state, lambda: 1.0, 0.0, said.append)  # every write: ENOSPC
+    state.record_games(0, [(21.0, 50)])
+    games()
+    state.record_games(0, [(20.0, 50)])
+    games()
+    games.close()
+    assert len(said) == 1 and "/dev/full cannot be written (No space left on device)" in said[0], said
+    state = RunState(mp.get_context("spawn"), 1)
+    kept = TrainingGames(str(tmp_path / "games.csv"), state, lambda: 1.0, 0.0, said.append)
+    state.record_games(0, [(5.0, 10)])
+    read = kept.read
+    kept()
+    assert kept.read == [1] and read == [0]  # a new list once the rows are written, the old one untouched
+    kept.close()
