@@ -32,7 +32,7 @@ from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_SIGIN
 from core.faults import injected_fault
 from core.files import atomic_write_text, remove_stale_temporaries
 from core.hardware import cpu_has_native_bf16
-from core.logs import Stopwatch, format_time
+from core.logs import Stopwatch, format_time, survive_lost_console
 from envs.environment import EnvSettings
 from impala.replay import check_run_memory
 from impala.shm import impala_roles
@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # for the annotations only: Ray is an optional extra, importe
 
 def main(argv: Sequence[str] | None = None) -> int:
     """main.py's command: check the input, start (or join) a Ray cluster if asked, run; returns the exit code."""
+    survive_lost_console()  # `| head`, a tee that Ctrl-C ended, a closed terminal: the run goes on, or stops saved
     try:
         args, settings, meta, resumed, loaded = validate(sys.argv[1:] if argv is None else argv)
         if resumed is not None:
@@ -147,8 +148,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     # From the run's first file on, a Ctrl-C or SIGTERM waits for the try below, which stops the run as any stop
     # does, its state saved: cut in between, the folder held a run that could neither start again nor resume.
     stops = []
-    signal.signal(signal.SIGINT, lambda signum, frame: stops.append(signum))
-    signal.signal(signal.SIGTERM, lambda signum, frame: stops.append(signum))
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed
+        signal.signal(signum, lambda signum, frame: stops.append(signum))
     try:
         paths = prepare_run_dir(args, resumed)
     except OSError as exc:  # a path that cannot be a folder, no permission, a full disk: nothing has started yet
@@ -210,6 +211,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, raise_terminated)
+        signal.signal(signal.SIGHUP, raise_terminated)  # stops as SIGTERM does: saved, exit 143
         if stops:
             raise KeyboardInterrupt if stops[0] == signal.SIGINT else Terminated
         supervisor.start()
@@ -231,8 +233,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
         reason, code = "interrupted", EXIT_SIGTERM
     finally:
         # From here on the run is ending: a second Ctrl-C or SIGTERM must not cut the final save short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         if reason == "interrupted":
             print("a3g: stopping (saving state)...", file=sys.stderr, flush=True)
         supervisor.stop()

@@ -12,6 +12,7 @@ import time
 import torch
 
 from core.hardware import usable_cores
+from core.logs import survive_lost_console
 from runtime.run_state import StopFlag
 
 
@@ -23,7 +24,9 @@ def setup_child_process(seed: int, parent_pid: int) -> None:
     while it spawns us, so one that arrives while this process is still importing torch waits, then is ignored here.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal: the supervisor stops the run, saved
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    survive_lost_console()  # a reader of the console gone (| head, a closed terminal) is no crash of a role
     # If the supervisor is killed outright (SIGKILL: nothing can be saved), the kernel sends us SIGTERM, so no
     # orphan keeps memory or a GPU. The loops also check parent_alive(), for systems without prctl.
     try:

@@ -103,7 +103,8 @@ def test_short_pong_run_writes_run_directory_and_resumes(tmp_path):
 
 
 @pytest.mark.parametrize("sig,code,when", [
-    (signal.SIGINT, 130, "running"), (signal.SIGINT, 130, "starting"), (signal.SIGTERM, 143, "running")])
+    (signal.SIGINT, 130, "running"), (signal.SIGINT, 130, "starting"), (signal.SIGTERM, 143, "running"),
+    (signal.SIGHUP, 143, "running")])  # the terminal closed: as SIGTERM (it killed every process, nothing saved)
 def test_signal_stops_everything_and_saves(tmp_path, sig, code, when):
     cmd = [sys.executable, os.path.join(ROOT, "main.py"), *CARTPOLE, "--no-tensorboard-logger", *out_dirs(tmp_path)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -130,3 +131,31 @@ def test_signal_stops_everything_and_saves(tmp_path, sig, code, when):
     time.sleep(0.5)
     assert session_processes(proc.pid) == [], "processes left behind"
     assert not list((tmp_path / "run").glob("*.tmp*")), "a temporary checkpoint was left behind"
+
+
+def test_a_console_reader_that_goes_away_neither_crashes_a_process_nor_the_stop(tmp_path):
+    """``python main.py | head``, or ``| tee`` that the Ctrl-C ended first: the evaluator's and the progress lines
+    met a broken pipe (a traceback, the evaluator replaced again and again), and so did the stop's last lines."""
+    cmd = [sys.executable, os.path.join(ROOT, "main.py"), *CARTPOLE, "--no-tensorboard-logger", *out_dirs(tmp_path)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=as_a_terminal_job)
+    progress = tmp_path / "run" / "progress.csv"
+
+    def games():
+        return len(progress.read_text().splitlines()) - 1 if progress.exists() else 0
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and games() < 2:
+        time.sleep(0.2)
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader is gone: every later line to stdout is a broken pipe
+    before = games()
+    while time.monotonic() < deadline and games() < before + 3:  # the evaluator plays (and prints) on
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    stderr = proc.stderr.read()
+    proc.wait(timeout=60)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "restarting" not in stderr, stderr[-2000:]
+    assert read_json(tmp_path / "run" / "summary.json")["stop_reason"] == "interrupted"
+    assert session_processes(proc.pid) == [], "processes left behind"
