@@ -239,7 +239,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
             print("a3g: stopping (saving state)...", file=sys.stderr, flush=True)
         supervisor.stop()
         for folder in {args.run_dir, args.save_model_dir}:  # what a child killed mid-write left there
-            remove_stale_temporaries(folder)
+            remove_stale_temporaries(folder, supervisor.started)
         if training_log is not None:
             training_log.close()
         if games is not None:

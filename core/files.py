@@ -9,7 +9,7 @@ import errno
 import json
 import os
 import shutil
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Iterable
 
 import torch
 
@@ -43,14 +43,16 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temporaries(folder: str | os.PathLike) -> None:
-    """Remove the temporary files (``<name>.tmp.<pid>``) that another process's ``_atomic_write`` left in ``folder``
-    when it was killed mid-write (a SIGTERM to the process group, a SIGKILL): called once every child has stopped.
-    The files they were writing are untouched: the rename never happened. A writer still alive is another run's
-    process writing into a folder the runs share (``--save-model-dir``): its file is left to it."""
+def remove_stale_temporaries(folder: str | os.PathLike, writers: Iterable[int]) -> None:
+    """Remove the temporary files (``<name>.tmp.<pid>``) that the processes ``writers`` (a run's children, stopped
+    by now) left in ``folder`` when one was killed mid-write (a SIGTERM to the process group, a SIGKILL): the files
+    they were writing are untouched, the rename never happened. Only theirs: a user's ``notes.tmp.2024`` is no
+    temporary of a3g's, and another run's writer in a folder the runs share (``--save-model-dir``) may be alive
+    where this process cannot see it (another container)."""
+    writers = {str(pid) for pid in writers if not process_alive(pid)}
     for name in os.listdir(folder) if folder and os.path.isdir(folder) else []:
         stem, _, pid = name.rpartition(TEMPORARY)
-        if stem and pid.isdigit() and not process_alive(int(pid)):  # this process's own writes too are alive
+        if stem and pid in writers:
             try:
                 os.remove(os.path.join(folder, name))
             except OSError:

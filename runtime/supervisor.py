@@ -80,6 +80,7 @@ class Supervisor:
                  log: Callable[..., object]) -> None:
         self.ctx, self.targets, self.state, self.log = ctx, dict(roles), state, log
         self.children = {}
+        self.started: list[int] = []  # every child's pid, the replaced ones' too (whose temporaries to remove)
         self.deaths = RestartWindow(max_restarts)
         self.restarts = 0
 
@@ -96,6 +97,7 @@ class Supervisor:
                 proc = self.ctx.Process(target=target, args=target_args, name=name.replace(" ", "-"), daemon=True)
                 proc.start()
                 self.children[name] = proc
+                self.started.append(proc.pid)
                 self.log(f"started {name} (pid {proc.pid})", echo=False)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

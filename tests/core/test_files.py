@@ -10,7 +10,9 @@ import pytest
 from core.files import atomic_write_text, keep_as, remove_stale_temporaries
 
 
-def test_stale_temporaries_of_other_processes_are_removed_and_nothing_else(tmp_path):
+def test_stale_temporaries_of_the_runs_processes_are_removed_and_nothing_else(tmp_path):
+    """Only those of the writers named (a run's children, stopped): a user's ``notes.tmp.2024``, or a temporary of a
+    process this run never started (another run's, alive in another container), was removed."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # a child killed mid-write: gone, reaped
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # another run's writer
@@ -21,16 +23,17 @@ def test_stale_temporaries_of_other_processes_are_removed_and_nothing_else(tmp_p
         (tmp_path / f"Pong.pt.tmp.{alive.pid}").write_text("another run's export, being written")
         (tmp_path / "notes.tmp.txt").write_text("a user's file")
         (tmp_path / "old.pt.tmp.0").write_text("no process")
-        (tmp_path / f"old.pt.tmp.{2 ** 70}").write_text("an id no process can have")
-        remove_stale_temporaries(tmp_path)
+        (tmp_path / "notes.tmp.2024").write_text("a user's file, named like a temporary")
+        remove_stale_temporaries(tmp_path, [dead.pid, alive.pid, os.getpid()])
     finally:
         alive.kill()
         alive.wait()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["checkpoint.pt", f"summary.json.tmp.{os.getpid()}", f"Pong.pt.tmp.{alive.pid}", "notes.tmp.txt"])
+        ["checkpoint.pt", f"summary.json.tmp.{os.getpid()}", f"Pong.pt.tmp.{alive.pid}", "notes.tmp.txt",
+         "old.pt.tmp.0", "notes.tmp.2024"])
     assert (tmp_path / "checkpoint.pt").read_text() == "whole"
-    remove_stale_temporaries(tmp_path / "missing")  # a folder the run never made: nothing to do
-    remove_stale_temporaries(None)
+    remove_stale_temporaries(tmp_path / "missing", [dead.pid])  # a folder the run never made: nothing to do
+    remove_stale_temporaries(None, [dead.pid])
 
 
 def test_try_write_finds_a_bad_output_path_and_leaves_nothing(tmp_path):
