@@ -169,6 +169,8 @@ def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str,
         "export_model": os.path.join(args.save_model_dir, f"{name}.pt") if args.save_model_dir else None,
         "log_file": os.path.join(args.log_dir, f"{name}_log"),
     }
+    with open(paths["log_file"], "a"):  # the text log opens (not a folder, writable) before the run has any file
+        pass
     # each file whole or not at all (a resume in place rewrites args.json; a branch's CSVs start with its parent's
     # rows), and a start that fails removes the files it made, so that the same command can run again
     texts = {"args.json": json.dumps(vars(args), indent=2, sort_keys=True)}

@@ -289,6 +289,17 @@ def test_a_branch_of_a_parent_with_a_damaged_tail_keeps_the_rows_before_it(tmp_p
     assert progress_frames(tmp_path / "branch", "games.csv", GAMES_FIELDS) == [20.0]
 
 
+def test_a_text_log_that_cannot_be_opened_fails_the_start_before_the_run_has_a_file(tmp_path):
+    """The text log was opened after args.json and the CSVs were written: a log path that is a folder left a run
+    folder that could neither start again (it holds a run) nor resume (no checkpoint)."""
+    args = SimpleNamespace(run_dir=str(tmp_path / "run"), resume=None, save_model_dir=None,
+                           log_dir=str(tmp_path / "logs"), env="CartPole-v1", seed=1)
+    (tmp_path / "logs" / "CartPole-v1_log").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError):
+        prepare_run_dir(args, None)
+    assert not run_dir.holds_run(str(tmp_path / "run"))
+
+
 def test_a_start_that_finds_the_disk_full_leaves_every_file_whole(tmp_path, monkeypatch):
     run = tmp_path / "run"
     args = SimpleNamespace(run_dir=str(run), resume=None, save_model_dir=None, log_dir=str(tmp_path / "logs"),
