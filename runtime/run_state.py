@@ -1,6 +1,7 @@
 """The state the supervisor and every role share: counters, flags and the latest losses, lock-free."""
 
 import math
+import os
 import time
 from multiprocessing.context import BaseContext
 
@@ -114,9 +115,14 @@ class RunState:
 
     def publish_phases(self, slot: int, clock: PhaseClock) -> None:
         """A process's seconds per phase so far into its row (``slot``: a worker's or actor's rank; ``learner_slot``
-        and ``inference_slot`` for those roles). A replaced process starts its row again from 0."""
+        and ``inference_slot`` for those roles). A process that replaced a dead one adds its seconds to what the dead
+        one's row held at its first publish: the run's totals lose no time, and two readings never go backwards."""
         start = slot * len(PHASES)
-        self.phases[start : start + len(PHASES)] = clock.values()
+        bases = self.__dict__.setdefault("_phase_bases", {})  # per process: each unpickled copy has its own
+        key = (os.getpid(), slot)
+        if key not in bases:
+            bases[key] = list(self.phases[start : start + len(PHASES)])
+        self.phases[start : start + len(PHASES)] = [b + v for b, v in zip(bases[key], clock.values())]
 
     @property
     def learner_slot(self) -> int:

@@ -26,6 +26,27 @@ def test_workers_adding_at_once_lose_nothing():
     assert state.nonfinite.value == 3
 
 
+def publish_env_seconds(state, slot, seconds):
+    clock = PhaseClock()
+    clock.add("env", seconds)
+    state.publish_phases(slot, clock)
+    clock.add("env", seconds)  # cumulative: the row holds the process's total so far
+    state.publish_phases(slot, clock)
+
+
+def test_a_replaced_process_adds_to_its_rows_time():
+    """A replaced worker started its row again from 0: the run's phase seconds lost the dead one's, and a share
+    measured across the replacement came out negative."""
+    ctx = mp.get_context("spawn")
+    state = RunState(ctx, 2)
+    for seconds in (2.0, 0.5):  # a worker of rank 1, then its replacement
+        p = ctx.Process(target=publish_env_seconds, args=(state, 1, seconds))
+        p.start()
+        p.join(120)
+        assert p.exitcode == 0
+    assert state.phase_totals()["env"] == 2 * 2.0 + 2 * 0.5
+
+
 def test_a_restarted_worker_continues_its_rank():
     ctx = mp.get_context("spawn")
     state = RunState(ctx, 2)
