@@ -281,7 +281,8 @@ class Update:
             loss.backward()
             grad_norm = (torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm) if self.max_grad_norm > 0
                          else torch.nn.utils.get_total_norm([p.grad for p in self.params]))
-        if torch.isfinite(grad_norm) and torch.isfinite(loss):
+            finite = bool(torch.isfinite(grad_norm) and torch.isfinite(loss))  # on a GPU: waits for the backward
+        if finite:
             with self.clock.phase("optimize"):
                 if lr is not None:  # this process's optimizer object: its param_groups are its own
                     for group in self.optimizer.param_groups:

@@ -254,17 +254,21 @@ class LearnerStep:
             state.cloning[:] = [policy_cloning.item() / args.num_steps, value_cloning.item() / args.num_steps]
         clock.add("learn", time.perf_counter() - learn_started)
         grad_norm, applied = self.update(loss, learning_rate(args.lr, args.lr_decay, state.frames.value))
-        self.gradient_histograms(self.model, state.frames.value)
         if applied:
-            self.weights.publish()
+            with clock.phase("optimize"):  # the new weights out to the actors
+                self.weights.publish()
         self.steps += 1
-        for replay, score in zip(self.replays, insert_scores):  # after the batch: no unroll twice in one batch
-            for j in range(need):
-                replay.put(replay.insert_slot(self.generator, score), column(fresh, j), self.steps)
-        T = args.num_steps
-        state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T, grad_norm.item()]
-        lag = lag.double()
-        state.policy_lag[:] = [lag.min().item(), lag.mean().item(), lag.max().item()]
+        with clock.phase("batch"):  # this batch's fresh unrolls into the replays: after it, none twice in one batch
+            for replay, score in zip(self.replays, insert_scores):
+                for j in range(need):
+                    replay.put(replay.insert_slot(self.generator, score), column(fresh, j), self.steps)
+        with clock.phase("learn"):  # reading the losses (on a GPU: waiting for them), the histograms
+            self.gradient_histograms(self.model, state.frames.value)
+            T = args.num_steps
+            state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T,
+                               grad_norm.item()]
+            lag = lag.double()
+            state.policy_lag[:] = [lag.min().item(), lag.mean().item(), lag.max().item()]
         state.publish_phases(state.learner_slot, clock)
 
 
