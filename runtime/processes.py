@@ -63,9 +63,18 @@ def confirm_cpu_share(setting: str | float, share: float) -> float:
     return max(share, 1.0 if setting == "auto" else float(setting))
 
 
+def training_processes(args) -> int:
+    """The processes that train beside the evaluator: A3G's workers; IMPALA's actors, its learner and, with
+    ``--inference server``, the server."""
+    if getattr(args, "algo", "a3g") != "impala":
+        return args.workers
+    return args.workers + 1 + (getattr(args, "inference", None) == "server")
+
+
 def evaluator_shares(args) -> tuple[float, float]:
-    """The evaluator's usual share of a core and its share while confirming a score, from the run's flags."""
-    share = evaluator_cpu_share(args.evaluator_cpu, args.workers)
+    """The evaluator's usual share of a core and its share while confirming a score, from the run's flags (a core
+    is free when the training processes, IMPALA's learner and server counted, leave one)."""
+    share = evaluator_cpu_share(args.evaluator_cpu, training_processes(args))
     return share, confirm_cpu_share(args.confirm_cpu, share)
 
 

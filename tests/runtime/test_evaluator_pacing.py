@@ -25,6 +25,23 @@ def test_auto_share(workers, cores, share):
     assert evaluator_cpu_share("auto", workers, cores) == pytest.approx(share)
 
 
+def test_impalas_learner_and_server_take_the_core_the_actors_leave():
+    """--workers cores - 1 with IMPALA: the learner runs on the core the actors leave, so no core is free."""
+    from argparse import Namespace
+
+    from runtime.processes import evaluator_shares, training_processes, usable_cores
+
+    cores = usable_cores()
+    base = dict(evaluator_cpu="auto", confirm_cpu="auto", workers=max(1, cores - 1))
+    assert training_processes(Namespace(**base, algo="a3g")) == base["workers"]
+    assert training_processes(Namespace(**base, algo="impala", inference="local")) == base["workers"] + 1
+    assert training_processes(Namespace(**base, algo="impala", inference="server")) == base["workers"] + 2
+    if cores > 1:  # A3G leaves a core free; IMPALA's learner takes it
+        assert evaluator_shares(Namespace(**base, algo="a3g"))[0] == 1.0
+        assert evaluator_shares(Namespace(**base, algo="impala", inference="local"))[0] == pytest.approx(
+            min(1.0, 0.1 * cores))
+
+
 def test_explicit_share_is_kept():
     assert evaluator_cpu_share(0.5, 2, 2) == 0.5
     assert evaluator_cpu_share(1.0, 64, 2) == 1.0
