@@ -335,7 +335,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add = p.add_argument_group('processes', "the evaluator's share of the CPU, and replacing dead processes").add_argument
     add("--evaluator-cpu", type=cpu_share, default="auto", metavar="auto|FRACTION",
         help="the most of one core the evaluator uses, on average (it pauses between bits of games); auto: all of "
-             "one when the training processes (IMPALA's learner and server counted) leave a core free, else a tenth of the machine (0.2 on 2 cores)")
+             "one when the training processes (IMPALA's learner and server counted) leave a core free, else a "
+             "tenth of the machine (0.2 on 2 cores)")
     add("--confirm-cpu", type=cpu_share, default="auto", metavar="auto|FRACTION",
         help="with --stop-score: the most of one core the evaluator uses while its latest game reached the score, "
              "so that the games which can end the run come sooner; auto: a whole core (as much as the scheduler "
