@@ -84,9 +84,9 @@ FAMILY_NAMES = {"atari": "Atari", "retro": "retro games", "classic": "classic co
 
 def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
                      native_bf16: bool) -> tuple[str, list[tuple[str, object]]]:
-    """Fill every ``auto`` flag of ``args`` in place for ``family`` (``atari``, ``retro``, ``classic`` or ``continuous``, from
-    ``environment.family``). Returns ``(description, [(flag, value), ...])`` of what was picked, the description
-    naming the family and machine (empty list: every flag was given)."""
+    """Fill every ``auto`` flag of ``args`` in place for ``family`` (``atari``, ``retro``, ``classic`` or
+    ``continuous``, from ``environment.family``). Returns ``(description, [(flag, value), ...])`` of what was
+    picked, the description naming the family and machine (empty list: every flag was given)."""
     machine = "GPUs" if on_gpu else "a CPU-only machine" + (" with native bf16" if native_bf16 else "")
     description = f"{FAMILY_NAMES[family]} on {machine}"
     frames = family in ("atari", "retro")

@@ -77,13 +77,14 @@ class TrainingGames:
     def __call__(self) -> None:
         if self.file is None:
             return
-        read = list(self.read)  # the games count as read once written: a stop in between loses none
+        read = list(self.read)  # the games count as read once handed to the file: a stop before loses none
         games = self.state.new_games(read)
         if games:
             seconds = f"{self.start_seconds + self.clock():.2f}"
             try:
                 self.rows.writerows([seconds, int(frames), f"{episode_return:.15g}", length]
                                     for episode_return, length, frames in games)
+                self.read = read
                 self.file.flush()
             except OSError as exc:
                 self.log(f"{self.path} cannot be written ({exc.strerror or exc}): the training games from here on "
