@@ -59,6 +59,36 @@ def remove_stale_temporaries(folder: str | os.PathLike, writers: Iterable[int]) 
                 pass
 
 
+def fsync_folder(folder: str | os.PathLike) -> None:
+    """Make the entries of ``folder`` durable (a file renamed into it, a folder made in it); where a file system
+    cannot (some network mounts), nothing."""
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def make_folders(folder: str | os.PathLike) -> None:
+    """``os.makedirs(folder, exist_ok=True)``, each folder it makes durable in its parent: after a power loss a run's
+    folder is not gone while the files it held were synced."""
+    folder = os.path.abspath(folder)
+    if os.path.isdir(folder):
+        return
+    if not os.path.lexists(os.path.dirname(folder)):  # a file there: mkdir says "Not a directory", as makedirs does
+        make_folders(os.path.dirname(folder))
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        if not os.path.isdir(folder):
+            raise
+        return
+    fsync_folder(os.path.dirname(folder))
+
+
 def _atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object],
                   keep_previous_as: str | None = None, fault: str = "save_enospc") -> None:
     """Write through ``write(file)`` to a temporary file beside ``path``, fsync it, then rename it over ``path``: a
@@ -78,14 +108,7 @@ def _atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object],
         if keep_previous_as and os.path.exists(path):
             keep_as(path, keep_previous_as)
         os.replace(tmp, path)
-        try:  # make the rename itself durable
-            dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError:
-            pass
+        fsync_folder(os.path.dirname(os.path.abspath(path)))  # make the rename itself durable
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

@@ -20,7 +20,7 @@ import math
 import os
 
 from core.errors import BadInput
-from core.files import atomic_write_text, env_file_name, first_free
+from core.files import atomic_write_text, env_file_name, first_free, make_folders
 from runtime.checkpoints import archive_frames, frames_on_disk
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
@@ -157,7 +157,7 @@ def prepare_run_dir(args: argparse.Namespace, resumed: dict | None) -> dict[str,
     in place, the file as it is; a branch, the header and the parent's rows up to the state it resumed from."""
     for folder in (args.save_model_dir, args.log_dir, args.run_dir):  # the run's own last: no empty run is left
         if folder is not None:
-            os.makedirs(folder, exist_ok=True)
+            make_folders(folder)
     name = env_file_name(args.env)
     paths = {
         "run_dir": args.run_dir,

@@ -87,3 +87,21 @@ def test_keep_as_copies_where_the_file_system_has_no_hard_links(tmp_path, monkey
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1000.pt", "checkpoint.pt"]  # no temporary
     with pytest.raises(FileExistsError):  # an archive there is never replaced
         keep_as(tmp_path / "checkpoint.pt", tmp_path / "checkpoint-1000.pt")
+
+
+def test_folders_made_for_a_run_are_synced_into_their_parents(tmp_path, monkeypatch):
+    """A new run folder was made and never synced into runs/: after a power loss the folder could be gone though
+    its files were synced. Each folder made is synced in its parent; one already there is left alone."""
+    from core import files
+
+    synced = []
+    monkeypatch.setattr(files, "fsync_folder", lambda folder: synced.append(os.fspath(folder)))
+    files.make_folders(tmp_path / "runs" / "run1")
+    assert (tmp_path / "runs" / "run1").is_dir()
+    assert synced == [str(tmp_path), str(tmp_path / "runs")]
+    synced.clear()
+    files.make_folders(tmp_path / "runs" / "run1")
+    assert synced == []
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(OSError):
+        files.make_folders(tmp_path / "a_file" / "run")
