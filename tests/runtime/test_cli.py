@@ -231,8 +231,8 @@ def replays(**custom):
      ["entry 2", "'elite_sampling_strategy'", "sample_strategy"]),
     ([*IMPALA, "--replay-parameters", replays(sample_strategy="elite_sampling", dist_function="cos_dist", p=3)],
      ["entry 2", "'p'", "ln_norm"]),
-    ([*IMPALA, "--replay-parameters", replays(dist_function="kl_div")],
-     ["entry 2", "'dist_function'", "sample_strategy", "insert_strategy"]),
+    ([*IMPALA, "--replay-parameters", replays(dist_function="kl_div")],  # a custom replay that ranks nothing
+     ["entry 2", "a custom replay needs", "sample_strategy", "insert_strategy"]),
 ])
 def test_a_flag_nothing_reads_is_refused(flags, words, tmp_path):
     """A flag (or a --replay-parameters key) read only with another setting, given without it, would be recorded
