@@ -5,11 +5,12 @@ the new one, never half of one. Checkpoints, model files, ``args.json``, ``summa
 ``progress.csv`` and ``games.csv`` (a branch's copies the parent's rows) and recordings' metadata use it.
 """
 
+import csv
 import errno
 import json
 import os
 import shutil
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 import torch
 
@@ -20,6 +21,15 @@ from core.faults import injected_fault
 def env_file_name(env_id: str) -> str:
     """``ALE/Pong-v5`` -> ``ALE-Pong-v5``, ``mypkg:MyEnv-v0`` -> ``mypkg-MyEnv-v0``: env ids as file names."""
     return env_id.replace("/", "-").replace(":", "-")
+
+
+def readable_rows(reader: Iterable) -> Iterator:
+    """The rows of the csv ``reader`` up to a tail it cannot read (NUL bytes, or a field past csv's size limit, as a
+    machine that stopped mid-write can leave): the rows before it are kept, the tail ends them."""
+    try:
+        yield from reader
+    except csv.Error:
+        return
 
 
 TEMPORARY = ".tmp."  # a file being written: "<name>.tmp.<pid of the writer>", renamed to <name> when whole

@@ -20,7 +20,7 @@ import math
 import os
 
 from core.errors import BadInput
-from core.files import atomic_write_text, env_file_name, first_free, make_folders
+from core.files import atomic_write_text, env_file_name, first_free, make_folders, readable_rows
 from runtime.checkpoints import archive_frames, frames_on_disk
 
 PROGRESS_FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
@@ -88,10 +88,10 @@ def csv_column(path: str, field: str) -> list[float]:
     values = []
     try:
         with open(path, newline="", errors="replace") as f:
-            for row in csv.DictReader(f):
+            for row in readable_rows(csv.DictReader(f)):
                 if (value := cell_number(row.get(field))) is not None:
                     values.append(value)
-    except (OSError, csv.Error):
+    except OSError:
         pass
     return values
 
@@ -218,14 +218,14 @@ def parent_rows(args: argparse.Namespace, resumed: dict, name: str = "progress.c
     rows = []
     try:
         with open(os.path.join(source, name), newline="", errors="replace") as f:
-            reader = csv.reader(f)
+            reader = readable_rows(csv.reader(f))
             if next(reader, None) != fields:
                 return []
             for row in reader:
                 if len(row) == len(fields) and (frames := cell_number(row[1])) is not None \
                         and frames <= float(resumed["frames"]):
                     rows.append(row)
-    except (OSError, csv.Error):  # a tail csv cannot read (a machine that stopped mid-write): the rows before it
+    except OSError:
         pass
     return rows
 

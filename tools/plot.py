@@ -19,7 +19,7 @@ from typing import Sequence
 
 from core.cli import OneLineParser
 from core.errors import EXIT_BAD_INPUT, EXIT_OK, BadInput
-from core.files import atomic_write_bytes
+from core.files import atomic_write_bytes, readable_rows
 
 PROG = "python -m tools.plot"  # how the command is run, for its messages
 
@@ -69,14 +69,14 @@ def read_progress(run: str) -> dict[str, list[float]]:
         raise BadInput(f"{path} not found (give a3g run directories, which hold progress.csv)")
     data, unread = {c: [] for c in NEEDED}, 0
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", errors="replace") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None:
                 raise BadInput(f"{path} is empty")
             missing = [c for c in NEEDED if c not in reader.fieldnames]
             if missing:
                 raise BadInput(f"{path} lacks the column(s) {', '.join(missing)}: not an a3g progress.csv")
-            for row in reader:
+            for row in readable_rows(reader):
                 try:
                     values = {c: float(row[c]) for c in NEEDED}
                 except (TypeError, ValueError):
@@ -85,11 +85,8 @@ def read_progress(run: str) -> dict[str, list[float]]:
                 if all(math.isfinite(v) for v in values.values()):
                     for c in NEEDED:
                         data[c].append(values[c])
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, csv.Error) as exc:  # csv.Error: a header csv cannot read
         raise BadInput(f"{path} cannot be read ({exc})") from None
-    except csv.Error as exc:  # a tail csv cannot read (a machine that stopped mid-write): the rows before it
-        if not data["frames"]:
-            raise BadInput(f"{path} cannot be read ({exc})") from None
     if not data["frames"]:
         raise BadInput(f"{path} has no evaluator games yet (only a header)" if not unread else
                        f"{path} has no readable evaluator game ({unread} row(s) that are not numbers)")
@@ -108,7 +105,7 @@ def read_games(path: str, window: int) -> dict[str, list[float]] | None:
     rows = []
     try:
         with open(path, newline="", errors="replace") as f:
-            for r in csv.DictReader(f):
+            for r in readable_rows(csv.DictReader(f)):
                 try:
                     row = (float(r["wall_time_s"]), float(r["frames"]), float(r["return"]))
                 except KeyError:
@@ -117,7 +114,7 @@ def read_games(path: str, window: int) -> dict[str, list[float]] | None:
                     continue
                 if all(map(math.isfinite, row)):
                     rows.append(row)
-    except (OSError, csv.Error):
+    except OSError:
         pass
     if not rows:
         return None

@@ -1,5 +1,6 @@
 """core/files.py: what a process killed mid-write leaves behind is removed once the run has stopped."""
 
+import csv
 import errno
 import os
 import subprocess
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from core.files import atomic_write_text, keep_as, remove_stale_temporaries
+from core.files import atomic_write_text, keep_as, readable_rows, remove_stale_temporaries
 
 
 def test_stale_temporaries_of_the_runs_processes_are_removed_and_nothing_else(tmp_path):
@@ -105,3 +106,18 @@ def test_folders_made_for_a_run_are_synced_into_their_parents(tmp_path, monkeypa
     (tmp_path / "a_file").write_text("x")
     with pytest.raises(OSError):
         files.make_folders(tmp_path / "a_file" / "run")
+
+
+def test_readable_rows_keep_the_rows_before_a_tail_csv_cannot_read(tmp_path):
+    """A machine that stopped mid-write can leave a run of NUL bytes longer than csv's field limit (or any field
+    that long): the rows before that tail are read, the tail ends them without an error."""
+    for tail in (b"\0" * (csv.field_size_limit() + 1), b'3,"' + b"x" * (csv.field_size_limit() + 1) + b'"\n'):
+        path = tmp_path / "rows.csv"
+        path.write_bytes(b"a,b\n1,2\n" + tail + b"\n4,5\n")
+        with open(path, newline="") as f:
+            with pytest.raises(csv.Error):
+                list(csv.reader(f))
+        with open(path, newline="") as f:
+            assert list(readable_rows(csv.reader(f))) == [["a", "b"], ["1", "2"]]
+        with open(path, newline="") as f:
+            assert list(readable_rows(csv.DictReader(f))) == [{"a": "1", "b": "2"}]

@@ -157,3 +157,6 @@ def test_a_damaged_row_or_tail_leaves_the_other_games_drawn(tmp_path):
                                        + b"\0" * 200_000)
     assert plot_tool.read_progress(str(run))["frames"] == [100.0, 200.0]
     assert run_plot(run, "-o", tmp_path / "out.png").returncode == 0
+    (run / "progress.csv").write_bytes((",".join(FIELDS) + "\n1,100,1,5,50,5,100\n2,200,2,7,50,6,100\n").encode()
+                                       + b"\xff\xfe\x80 not text")  # bytes that are no UTF-8: the rows before
+    assert plot_tool.read_progress(str(run))["frames"] == [100.0, 200.0]
