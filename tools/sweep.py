@@ -532,7 +532,7 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
         if not holds_run(run_dir):  # a run not begun (or cut before main.py wrote anything)
             os.makedirs(run_dir, exist_ok=True)
             print(f"sweep: run {i}/{args.runs} (seed {seed}) started, output in {run_dir}/stdout.log", flush=True)
-            with open(os.path.join(run_dir, "stdout.log"), "w") as log:
+            with open(os.path.join(run_dir, "stdout.log"), "a") as log:  # after an attempt that began nothing
                 running[0] = subprocess.Popen([sys.executable, os.path.join(ROOT, "main.py"),
                                                *flags(str(seed), run_dir)], stdout=log, stderr=subprocess.STDOUT)
                 code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")

@@ -171,6 +171,11 @@ def test_flags_main_py_refuses_end_the_sweep_at_run_1(tmp_path):
     result = run_sweep("--runs", 3, "--frames", 1000, "--out", out, "--", "--env", "CartPole-v1", "--workers", 0)
     assert_bad_input(result, "run 1 refused", "--workers")
     assert (out / "run1" / "stdout.log").exists() and not (out / "run2").exists()
+    refusal = (out / "run1" / "stdout.log").read_text()
+    assert "--workers" in refusal
+    # run 1 began nothing, so --resume starts it again: its first attempt's output is kept, the new one after it
+    assert_bad_input(run_sweep("--resume", out), "run 1 could not resume", "--workers")
+    assert (out / "run1" / "stdout.log").read_text() == refusal * 2
 
 
 TINY = ["--env", "CartPole-v1", "--workers", 1, "--hidden-size", 32, "--no-tensorboard-logger"]
