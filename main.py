@@ -38,7 +38,7 @@ from impala.replay import check_run_memory
 from impala.shm import impala_roles
 from model import build_model, describe_network, fast_layout, flatten_parameters, set_log_std
 from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
-from runtime.config import check_budget_left, validate
+from runtime.config import check_budget_left, rate_past_its_fall, validate
 from runtime.context import RunContext
 from runtime.processes import evaluator_shares
 from runtime.progress import Progress, TrainingGames
@@ -193,8 +193,9 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     if args.bf16 and -1 in args.gpu_ids and not cpu_has_native_bf16():
         print("a3g: warning: --bf16 on a CPU without native bfloat16 support is emulated: expect slower training, "
               "not faster", file=sys.stderr, flush=True)
-    if (note := unused_step_sizes(args)) is not None:
-        print(f"a3g: note: {note}", file=sys.stderr, flush=True)
+    for note in (unused_step_sizes(args), rate_past_its_fall(args)):
+        if note is not None:
+            print(f"a3g: note: {note}", file=sys.stderr, flush=True)
 
     context = RunContext(args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
     if cluster is not None:

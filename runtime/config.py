@@ -590,6 +590,16 @@ def check_args(args: argparse.Namespace) -> None:
                              f"(use --gpu-ids -1 for the CPU)")
 
 
+def rate_past_its_fall(args: argparse.Namespace) -> str | None:
+    """A note for a run that can go past the end of its learning rate's fall (``--lr-decay`` and no
+    ``--max-frames``: a run bounded by time or score): those frames train with a rate of 0. Not refused: the
+    time or score may well stop it first."""
+    if args.lr_decay is None or args.max_frames is not None:
+        return None
+    return (f"--lr-decay brings the learning rate to 0 at {args.lr_decay[1]:,} frames and no --max-frames stops "
+            f"the run there: frames past it would train nothing (give --max-frames {args.lr_decay[1]})")
+
+
 def check_backend(args: argparse.Namespace) -> None:
     """--backend ray: local inference, and Ray installed (an optional extra). (A3G given --backend at all was refused
     by check_algo_flags.)"""

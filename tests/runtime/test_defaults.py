@@ -153,6 +153,16 @@ def test_the_learning_rate_falls_from_10m_frames_within_an_a3g_atari_budgets_las
     assert given.lr_decay == [0, 10]
 
 
+def test_a_fall_of_the_rate_that_no_frame_limit_ends_is_noted():
+    from runtime.config import rate_past_its_fall
+
+    note = rate_past_its_fall(argparse.Namespace(lr_decay=[0, 5_000_000], max_frames=None))
+    assert note.startswith("--lr-decay brings the learning rate to 0 at 5,000,000 frames")
+    assert note.endswith("(give --max-frames 5000000)")
+    assert rate_past_its_fall(argparse.Namespace(lr_decay=[0, 5_000_000], max_frames=5_000_000)) is None
+    assert rate_past_its_fall(argparse.Namespace(lr_decay=None, max_frames=None)) is None
+
+
 def test_describe_names_every_pick():
     line = describe("Atari on a CPU-only machine", [("--model", "nature"), ("--bf16", True), ("--lr", 3e-4),
                                                     ("--bf16", False)])
