@@ -170,6 +170,10 @@ def replay_specs(text: str, batch_size: int, unroll_length: int | None = None) -
         if spec["count"] < 1:
             raise entry_error(i, spec, "'sample_ratio'", f"{spec['sample_ratio']} x --batch-size {batch_size} = {count:g}: "
                                                  f"every entry gives at least one unroll per batch")
+        if spec["type"] != "queue" and spec["capacity"] < spec["count"]:  # ready() could never be true
+            raise entry_error(i, spec, "'capacity'", f"{spec['capacity']} is below the {spec['count']} unrolls it gives "
+                                                     f"each batch (sample_ratio x --batch-size): it would never be "
+                                                     f"sampled")
         _check_ranked_sampling(i, spec)
         total += spec["count"]
     if total != batch_size:

@@ -40,6 +40,8 @@ def replays(*entries):
                                              "sample_strategy": "elite_sampling", "lambda_batch_multiplier": 1})],
      ["entry 2", "lambda_batch_multiplier", "more candidates than picks"]),
     (["--replay-parameters", replays(QUEUE, {**STANDARD, "capacity": 10 ** 10})], ["entry 2", "capacity", "GiB"]),
+    (["--replay-parameters", replays(QUEUE, {**STANDARD, "capacity": 3})],  # 0.5 x --batch-size 8 = 4 a batch
+     ["entry 2", "capacity", "3 is below the 4 unrolls", "never be sampled"]),
     (["--replay-parameters", replays(QUEUE, {**STANDARD, "type": "custom", "dist_function": "ln_norm",
                                              "sample_strategy": "elite_sampling", "score_steps": 0})],
      ["entry 2", "score_steps", ">= 1"]),
