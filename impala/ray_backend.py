@@ -47,7 +47,6 @@ import ray
 import torch
 from ray._private import ray_constants  # Ray is pinned (requirements-ray.txt): see Cluster.local
 
-from core.errors import BadInput
 from core.logs import file_logger
 from envs.environment import EnvSettings
 from impala.acting import Acting, local_policy, unroll_frames
@@ -55,6 +54,7 @@ from impala.learner import LearnerStep, learner_loop, replays_for, unroll_featur
 from impala.replay import ReplayBuffer
 from impala.unrolls import pack_frames, stack_rows, stacked_frames, unpack_frames
 from model import flat_buffer, flatten_parameters
+from runtime.config import ray_host_port
 from runtime.context import RunContext
 from runtime.defaults import final_slots, slots_per_actor
 from runtime.evaluator import evaluator_role
@@ -114,11 +114,9 @@ class Cluster:
         """Join the cluster at ``HOST:PORT``. Raises ValueError (bad input, exit 2) within about 25 seconds when
         nothing answers there, or something that is not a Ray cluster: ``ray.init`` alone retries for minutes."""
         os.environ.update(QUIET)
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise BadInput(f"--ray-address {address!r}: expected HOST:PORT, as `ray start --head` prints it")
+        host, port = ray_host_port(address)
         try:
-            socket.create_connection((host, int(port)), timeout=5.0).close()
+            socket.create_connection((host, port), timeout=5.0).close()
         except OSError as exc:
             raise ValueError(f"--ray-address {address}: no Ray cluster answers there ({exc.strerror or exc}); start "
                              f"one with `ray start --head --port {port}`, or leave --ray-address out for a local "

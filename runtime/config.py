@@ -600,6 +600,15 @@ def rate_past_its_fall(args: argparse.Namespace) -> str | None:
             f"the run there: frames past it would train nothing (give --max-frames {args.lr_decay[1]})")
 
 
+def ray_host_port(address: str) -> tuple[str, int]:
+    """``--ray-address HOST:PORT`` split, the port a TCP port (1-65535); anything else is bad input."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadInput(f"--ray-address {address!r}: expected HOST:PORT with a port from 1 to 65535, as "
+                       f"`ray start --head` prints it")
+    return host, int(port)
+
+
 def check_backend(args: argparse.Namespace) -> None:
     """--backend ray: local inference, and Ray installed (an optional extra). (A3G given --backend at all was refused
     by check_algo_flags.)"""
@@ -607,6 +616,8 @@ def check_backend(args: argparse.Namespace) -> None:
         if args.ray_address is not None:
             raise BadInput("--ray-address is for --backend ray")
         return
+    if args.ray_address is not None:
+        ray_host_port(args.ray_address)
     if args.inference == "server":
         raise BadInput("--inference server is for --backend shm: with --backend ray each actor acts with its own "
                          "copy of the weights (--inference local)")

@@ -53,7 +53,10 @@ def session_commands(session):
 def test_backend_ray_is_for_impala_and_the_address_for_ray(tmp_path):
     for flags, message in ((["--backend", "ray"], "--backend is for --algo impala, and this run is --algo a3g"),
                            (["--algo", "impala", "--ray-address", "127.0.0.1:6379"],
-                            "--ray-address is for --backend ray")):
+                            "--ray-address is for --backend ray"),
+                           (["--algo", "impala", "--backend", "ray", "--ray-address", "127.0.0.1:99999999999999999999"],
+                            "--ray-address '127.0.0.1:99999999999999999999': expected HOST:PORT with a port from 1 to "
+                            "65535, as `ray start --head` prints it")):
         result = run_main("--env", "CartPole-v1", *flags, *out_dirs(tmp_path), timeout=120)
         assert result.returncode == 2 and result.stderr.strip() == f"main.py: error: {message}"
 
