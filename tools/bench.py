@@ -100,6 +100,9 @@ def parse_config(text: str) -> dict:
     impala_only = [part for part in parts[2:] if part in ("server", *REPLAYS) or is_scored_elite(part)]
     if impala_only and "impala" not in parts[2:]:  # else measured as A3G under a name that says otherwise
         raise ValueError(f"--configs {text}: {', '.join(map(repr, impala_only))} is IMPALA's: add :impala")
+    for group in ([*REPLAYS, *scored], ["running", "scale"]):  # one replay, one frame norm: else one is dropped
+        if len(chosen := [part for part in parts[2:] if part in group]) > 1:
+            raise ValueError(f"--configs {text}: {' and '.join(map(repr, chosen))} are two of one setting: give one")
     if "batched" in parts[2:] and "impala" in parts[2:]:
         raise ValueError(f"--configs {text}: 'batched' is A3G's training forward (IMPALA's learner batches anyway)")
     return {"name": text, "model": model, "envs": envs, "bf16": "bf16" in parts[2:],

@@ -69,7 +69,12 @@ def test_configuration_names():
                                          ("nature:8:replay", "IMPALA's: add :impala"),
                                          ("a3clstm:8:server", "IMPALA's: add :impala"),
                                          ("nature:8:elite20", "IMPALA's: add :impala"),
-                                         ("nature:8:impala:batched", "'batched' is A3G's")])
+                                         ("nature:8:impala:batched", "'batched' is A3G's"),
+                                         # two values of one setting: the second was dropped, the name kept both
+                                         ("nature:8:impala:replay:elite", "'replay' and 'elite' are two of one"),
+                                         ("nature:8:impala:elite5:elite20", "'elite5' and 'elite20' are two of one"),
+                                         ("nature:8:impala:replay:elite5", "'replay' and 'elite5' are two of one"),
+                                         ("a3clstm:1:running:scale", "'running' and 'scale' are two of one")])
 def test_a_configuration_entry_that_is_none_says_what(entry, says):
     from tools.bench import parse_config
 
