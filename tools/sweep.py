@@ -193,12 +193,25 @@ def newest_part(part: str) -> str:
     return newest_part(later[-1]) if later else part
 
 
+def recorded_part(run_dir: str, known: dict) -> str:
+    """The folder that holds the run now: ``known["dir"]`` (sweep.json's), the branch --resume continued it in,
+    else ``run_dir``. A branch recorded but gone (a folder copied without it, a hand edit) is bad input."""
+    if not known.get("dir"):
+        return run_dir
+    out, name = os.path.split(run_dir)
+    branch = os.path.join(out, known["dir"])
+    if not os.path.isdir(branch):
+        raise BadInput(f"{os.path.join(out, 'sweep.json')} says {name} went on in {known['dir']}, which is not in "
+                       f"{out}: put it back, or remove that \"dir\" from sweep.json to take {name} as it stands")
+    return branch
+
+
 def load_run(run_dir: str, known: dict) -> dict:
     """A run from what it wrote (a crashed one may lack summary.json or games) and what the sweep knows of it:
     ``known["dir"]``, a branch that --resume continued the run in, is measured in its place."""
     name, parts = os.path.basename(run_dir), [run_dir]
     if known.get("dir"):
-        run_dir = os.path.join(os.path.dirname(run_dir), known["dir"])
+        run_dir = recorded_part(run_dir, known)
         parts.append(run_dir)  # a branch's TensorBoard events start at the branch: the first frames are its parent's
     args, summary = load_json(os.path.join(run_dir, "args.json")), load_json(os.path.join(run_dir, "summary.json"))
     try:
@@ -527,7 +540,10 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
             break
         seed, run_dir = args.seed0 + i - 1, os.path.join(args.out, f"run{i}")
         known = meta["runs"].get(f"run{i}", {})
-        where = newest_part(os.path.join(args.out, known["dir"]) if known.get("dir") else run_dir)
+        try:
+            where = newest_part(recorded_part(run_dir, known))
+        except BadInput as exc:
+            p.error(str(exc))
         stop = load_json(os.path.join(where, "summary.json")).get("stop_reason")
         if not holds_run(run_dir):  # a run not begun (or cut before main.py wrote anything)
             os.makedirs(run_dir, exist_ok=True)
@@ -643,7 +659,10 @@ def main(argv: list[str] | None = None) -> int:
     score = args.score if args.score is not None else number(old.get("score"))
     budgets = old.get("budgets")  # a list of numbers, or a file edited by hand
     budgets = budgets if isinstance(budgets, list) and budgets and all(number(b) for b in budgets) else None
-    print(report(args.report, meta, score, args.budgets or budgets), flush=True)
+    try:
+        print(report(args.report, meta, score, args.budgets or budgets), flush=True)
+    except BadInput as exc:
+        p.error(str(exc))
     return EXIT_OK
 
 

@@ -102,6 +102,21 @@ def test_report_again_keeps_what_the_sweep_knew(crafted_sweep):
     assert "- note: shared the machine with another run" in (crafted_sweep / "sweep.md").read_text()
 
 
+def test_a_recorded_branch_that_is_gone_is_one_line(crafted_sweep):
+    """sweep.json names the branch --resume continued run1 in; a copy of the folder without it is refused in one
+    line by --report and --resume (it was a traceback), naming the branch; the record keeps it."""
+    assert run_sweep("--report", crafted_sweep).returncode == 0
+    report = read_json(crafted_sweep / "sweep.json")
+    report["runs"][0]["dir"] = "run1-from-3000"
+    report["sweep_command"] = "python -m tools.sweep --runs 5 --frames 6000 --out X -- --env CartPole-v1"
+    (crafted_sweep / "sweep.json").write_text(json.dumps(report))
+    before = (crafted_sweep / "sweep.json").read_text()
+    assert_bad_input(run_sweep("--report", crafted_sweep), "run1 went on in run1-from-3000", "put it back")
+    assert (crafted_sweep / "sweep.json").read_text() == before
+    assert_bad_input(run_sweep("--resume", crafted_sweep), "run1 went on in run1-from-3000", "put it back")
+    assert read_json(crafted_sweep / "sweep.json")["runs"][0]["dir"] == "run1-from-3000"
+
+
 def test_median_and_worst():
     assert sweep.median_and_worst([30, None, 10, None, 20], time=True) == (30, None)  # 3 of 5 reached
     assert sweep.median_and_worst([30, None, None, None, 20], time=True) == (None, None)
