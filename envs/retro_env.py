@@ -31,6 +31,7 @@ import functools
 import gzip
 import json
 import os
+import zlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -138,8 +139,16 @@ def read_state(path: str) -> bytes:
     try:
         with gzip.open(path, "rb") as f:
             return f.read()
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # zlib.error: compressed data damaged inside a whole file
         raise BadInput(f"save state {path!r} cannot be read: {exc}") from None
+
+
+def check_states(env: gym.Env, paths: list[str], env_id: str) -> None:
+    """Each save state in ``paths`` loads into ``env``'s emulator: stable-retro ignores a refused one (junk in a
+    gzip file, another game's state) and starts the games from the default state instead, without a word."""
+    for path in paths:
+        if not env.unwrapped.em.set_state(read_state(path)):
+            raise BadInput(f"save state {path!r} is not a state of {env_id} (its emulator refuses it)")
 
 
 def start_states(conf: dict, train: bool) -> list[str]:
@@ -316,6 +325,8 @@ def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) ->
     r = retro()
     conf = settings.retro
     states = start_states(conf, train)
+    for path in states:  # a damaged file is one line here, not stable-retro's traceback when it opens one
+        read_state(path)
     try:
         env = r.make(settings.env_id, state=states[0] if states else r.State.DEFAULT,
                      use_restricted_actions=r.Actions.ALL, render_mode="rgb_array" if render_mode else None)
@@ -324,6 +335,11 @@ def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) ->
         raise
     except RuntimeError as exc:  # a second emulator in this process
         raise BadInput(f"{settings.env_id}: {exc}") from None
+    try:
+        check_states(env, states, settings.env_id)
+    except BadInput:
+        env.close()
+        raise
     if len(states) > 1:
         env = StartStates(env, [read_state(path) for path in states], shuffle=train)
     env = RetroActions(env, conf["actions"], list(env.unwrapped.buttons))

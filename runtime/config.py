@@ -638,6 +638,12 @@ def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> 
                            args.frame_norm, tuple(args.gym_packages))
     # Retro games: this is the parent's one emulator, closed here, before any child starts (one per process).
     env = make_env(settings, train=False)
+    if retro is not None:  # the evaluator's states were checked in make_env; training's, with the same emulator
+        try:
+            retro_env.check_states(env, retro_env.start_states(retro, train=True), args.env)
+        except BadInput:
+            env.close()
+            raise
     obs_shape, (policy, num_actions) = env.observation_space.shape, policy_kind(env.action_space)
     uint8 = env.observation_space.dtype == np.uint8  # frames as bytes (--frame-norm scale)
     env.close()

@@ -263,6 +263,40 @@ def test_bad_state_files_are_one_line(tmp_path):
         retro_env.state_paths(AIRSTRIKER, [str(tmp_path / "level1.bin")], "--eval-state")
 
 
+def damaged_states(folder):
+    """Three copies of Level1.state gone wrong: compressed bytes damaged inside a whole gzip file (zlib's error), a
+    file cut in half (gzip's), and a readable gzip file that holds no emulator state (the emulator refuses it)."""
+    whole = open(retro_env.state_path(AIRSTRIKER, "Level1"), "rb").read()
+    damaged = bytearray(whole)
+    damaged[20:60] = bytes(b ^ 0xFF for b in damaged[20:60])
+    (folder / "damaged.state").write_bytes(bytes(damaged))
+    (folder / "cut.state").write_bytes(whole[: len(whole) // 2])
+    with gzip.open(folder / "junk.state", "wb") as f:
+        f.write(b"not an emulator state" * 10)
+    return {name: str(folder / f"{name}.state") for name in ("damaged", "cut", "junk")}
+
+
+def test_a_damaged_or_foreign_state_is_one_line_where_the_games_start(tmp_path):
+    """A model file's stored state (one: stable-retro opened it itself, and its EOFError or zlib.error was a
+    traceback) or one that is no state of the game (stable-retro ignored the refusal: games from the default start)."""
+    paths = damaged_states(tmp_path)
+    for name, words in (("damaged", "cannot be read"), ("cut", "cannot be read"), ("junk", "is not a state of")):
+        settings = EnvSettings(AIRSTRIKER, retro={**retro_env.resolve(AIRSTRIKER, None), "states": [paths[name]]})
+        with pytest.raises(BadInput, match=words):
+            make_env(settings, train=False)
+    env = make_env(EnvSettings(AIRSTRIKER, retro=retro_env.resolve(AIRSTRIKER, "Level1")), train=False)
+    env.close()  # a good state still loads, and the emulator was closed after each refusal
+
+
+def test_training_states_the_emulator_refuses_are_one_line_exit_2(tmp_path):
+    paths = damaged_states(tmp_path)
+    for flags, words in ((["--state", paths["damaged"]], "cannot be read"),
+                         (["--state", paths["junk"], "--eval-state", "Level1"], "is not a state of " + AIRSTRIKER)):
+        result = run_main("--env", AIRSTRIKER, *flags, "--max-frames", "10", *out_dirs(tmp_path), timeout=120)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The command line: bad input, training, evaluation
 
