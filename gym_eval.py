@@ -22,6 +22,7 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 import argparse
 import glob
 import json
+import logging
 import math
 import sys
 import time
@@ -33,7 +34,7 @@ import torch
 
 from core.cli import HelpFormatter, OneLineParser, random_seed
 from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, BadInput
-from core.files import atomic_write_text, check_json_output, env_file_name
+from core.files import atomic_write_text, check_json_output, env_file_name, try_write
 from core.hardware import missing_gpus
 from core.logs import file_logger
 from core.play import play_game
@@ -57,6 +58,7 @@ from runtime.run_dir import BEST_MODEL, branches, sibling_stem
 
 DEFAULT_ENV = "PongNoFrameskip-v4"
 PROGRESS_EVERY = 10.0  # seconds between the lines of a game still playing
+LOGGER = "a3g.gym_eval"  # the text log <log-dir>/<env>_mon_log
 
 
 class GameProgress:
@@ -285,20 +287,24 @@ def write_json(path: str, obj: object) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
-    """Create every output folder up front, so that a bad path fails before any game is played."""
+def prepare_outputs(args: argparse.Namespace) -> tuple[Monitor | None, logging.Logger]:
+    """Create every output folder and open the text log up front, so that a bad path fails before any game is
+    played: (the --new-gym-eval monitor, the logger of <log-dir>/<env>_mon_log; ``close_log`` closes it)."""
+    name = env_file_name(args.env)
     try:
         os.makedirs(args.log_dir, exist_ok=True)
         if args.record:
-            earlier = sorted(glob.glob(os.path.join(glob.escape(args.record), f"{env_file_name(args.env)}_episode*")))
+            earlier = sorted(glob.glob(os.path.join(glob.escape(args.record), f"{name}_episode*")))
             if earlier:
                 raise BadInput(f"--record {args.record} already holds videos of {args.env} "
                                f"({os.path.basename(earlier[0])}, ...): they are kept; give another folder")
             os.makedirs(args.record, exist_ok=True)
-        monitor = Monitor(os.path.join(args.log_dir, f"{env_file_name(args.env)}_monitor")) if args.new_gym_eval \
-            else None
+            try_write(os.path.join(args.record, f"{name}_episode001"))  # a folder it may not write in
+        monitor = Monitor(os.path.join(args.log_dir, f"{name}_monitor")) if args.new_gym_eval else None
+        if monitor is not None:
+            try_write(os.path.join(monitor.folder, "stats.json"))
     except OSError as exc:
-        raise BadInput(f"cannot create an output folder: {exc}") from None
+        raise BadInput(f"cannot write an output: {exc}") from None
     if args.json:
         try:  # where the results will be written, tried before the games
             os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
@@ -306,7 +312,18 @@ def prepare_outputs(args: argparse.Namespace) -> Monitor | None:
             raise BadInput(f"--json {args.json} cannot be written ({exc.strerror or exc})") from None
         # an earlier --json of gym_eval's may be replaced (same command, newer games), nothing else
         check_json_output(args.json, "--json", {"env", "model", "policy", "episodes"}, "gym_eval")
-    return monitor
+    log = os.path.join(args.log_dir, f"{name}_mon_log")
+    try:  # last: nothing after it can refuse the run and leave the file open
+        return monitor, file_logger(LOGGER, log)
+    except OSError as exc:
+        raise BadInput(f"the text log {log} cannot be written ({exc.strerror or exc})") from None
+
+
+def close_log(logger: logging.Logger) -> None:
+    """Close the text log's file: a second ``main`` in one process (the tests) writes to its own log only."""
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,10 +346,19 @@ def main(argv: list[str] | None = None) -> int:
                                f"pip install pygame") from None
         env = make_env(settings, train=False, render_mode="rgb_array" if rendering else None)
         check_env_fits(env, data["model_meta"], path)
-        monitor = prepare_outputs(args)
+        monitor, logger = prepare_outputs(args)
     except BAD_INPUT_ERRORS as exc:
         print(f"gym_eval.py: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        return evaluate(args, env, device, path, data, settings, model, notes, monitor, logger)
+    finally:
+        close_log(logger)
+
+
+def evaluate(args: argparse.Namespace, env, device, path: str, data: dict, settings, model, notes: list[str],
+             monitor: Monitor | None, logger: logging.Logger) -> int:
+    """Play the games and write their results (``main``'s second half, once every input was checked)."""
     for note in notes:
         print(f"gym_eval.py: note: {note}", file=sys.stderr)
 
@@ -342,7 +368,6 @@ def main(argv: list[str] | None = None) -> int:
     meta = data["model_meta"]
     fps = video_fps(settings, env)
     policy = "stochastic" if args.stochastic else "greedy"
-    logger = file_logger("a3g.gym_eval", os.path.join(args.log_dir, f"{env_file_name(args.env)}_mon_log"))
     header = (f"gym_eval: {args.env}, {path} ({describe_network(meta)}; {weights_note(data)}), "
               f"{args.num_episodes} {policy} games, seed {args.seed}")
     print(header, flush=True)

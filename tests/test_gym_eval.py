@@ -248,6 +248,7 @@ BAD = {
     # found before any game: the results of a long evaluation are never lost to a path that cannot take them
     "--json where no file can be written": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json", "/proc/a3g.json"],
     "--json a folder": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json", "{tmp}/empty"],
+    "--record a folder no file can be written in": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--record", "/proc"],
     "--json over a file that is no gym_eval result": ["--env", "CartPole-v1", "-lmd", "{tmp}", "--json",
                                                       "{tmp}/notes.json"],
 }
@@ -275,6 +276,23 @@ def test_bad_input_is_one_line_exit_2(case, bad_files, capsys):
     assert out == ""
     if case.startswith("--json"):  # the message names what to fix
         assert "--json" in lines[0] and ("cannot be written" in lines[0] or "it is kept" in lines[0]), lines[0]
+
+
+def test_the_text_log_is_tried_before_the_games_and_closed_after_them(bad_files, tmp_path, capsys):
+    """A --log-dir where the log cannot be written (a folder in its name's place, a folder no file can be written
+    in) is one line before any game; and each main() writes its own log only (a second call in one process wrote
+    into the first one's file too, which stayed open)."""
+    (tmp_path / "logs" / "CartPole-v1_mon_log").mkdir(parents=True)
+    for log_dir in (tmp_path / "logs", "/proc"):
+        code, out, err = run_in_process(["--env", "CartPole-v1", "-lmd", str(bad_files), "--log-dir", str(log_dir)],
+                                        capsys)
+        assert code == 2 and out == "" and len(error_lines(err)) == 1 and "the text log" in err, err
+    for n, length in ((1, 5), (2, 7)):
+        code, out, err = run_in_process(["--env", "CartPole-v1", "-lmd", str(bad_files), "-ne", "1", "-mel",
+                                         str(length), "--log-dir", str(tmp_path / f"log{n}")], capsys)
+        assert code == 0, err
+    first, second = ((tmp_path / f"log{n}" / "CartPole-v1_mon_log").read_text() for n in (1, 2))
+    assert "episode length 5" in first and "episode length 7" not in first and "episode length 7" in second
 
 
 def test_earlier_records_in_a_folder_named_like_a_pattern_are_kept(bad_files, tmp_path, capsys):
