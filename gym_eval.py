@@ -50,6 +50,7 @@ from envs.environment import (
     load_env_config,
     make_env,
     policy_kind,
+    skip_rate_unread,
 )
 from envs.recording import Monitor, VideoRecorder, Viewer, WindowClosed, check_display, is_render_error, video_fps
 from model import RECURRENT_MODELS, build_model, describe_network
@@ -179,8 +180,8 @@ def load_model_file(args: argparse.Namespace) -> tuple[str, dict, EnvSettings, t
     atari = is_atari(args.env)
     if args.env_config is not None and not atari:
         raise BadInput(f"--env-config is the crop of Atari frames; {args.env} is not an Atari game")
-    if args.skip_rate is not None and family(args.env) not in ("atari", "retro"):
-        raise BadInput(f"--skip-rate is for Atari and retro games; {args.env} is not one")
+    if args.skip_rate is not None and (why := skip_rate_unread(args.env)) is not None:
+        raise BadInput(why)
     if args.skip_rate is not None and args.skip_rate != settings.skip_rate:
         notes.append(f"--skip-rate {args.skip_rate} overrides the model's {settings.skip_rate}")
         settings.skip_rate = args.skip_rate

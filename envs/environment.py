@@ -159,6 +159,18 @@ def emulator_frameskip(env_id: str) -> int | tuple[int, int]:
     return skip
 
 
+def skip_rate_unread(env_id: str) -> str | None:
+    """Why ``--skip-rate`` would change nothing for ``env_id`` (None where it is read): games that are not played
+    from frames, and Atari ids whose emulator repeats each action a random 2-4 frames itself (``Pong-v4``)."""
+    if not is_atari(env_id) and not is_retro(env_id):
+        return f"--skip-rate is for Atari and retro games; {env_id} is not one"
+    if is_atari(env_id) and not isinstance(emulator_frameskip(env_id), int):
+        low, high = emulator_frameskip(env_id)
+        return (f"--skip-rate cannot change {env_id}: its emulator repeats each action a random {low}-{high - 1} "
+                f"frames itself (a NoFrameskip-v4 or v5 id takes the flag)")
+    return None
+
+
 def frames_per_step(env_id: str, skip_rate: int) -> int | float:
     """Emulator frames per agent step: the unit of every frame count in a3g."""
     if is_retro(env_id):

@@ -34,6 +34,7 @@ from envs.environment import (
     load_env_config,
     make_env,
     policy_kind,
+    skip_rate_unread,
 )
 from envs.frames import FORMER_FRAME_NORM, FRAME_NORMS
 from model import CRITICS, FRAME_FORMAT, LOG_STDS, VECTOR_MODELS, GaussianHead, choose_model, model_meta
@@ -631,6 +632,8 @@ def check_backend(args: argparse.Namespace) -> None:
 def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> tuple[EnvSettings, dict, int | float]:
     """Resolve the environment: its settings, the network's metadata, frames per step (``given``: the flags typed
     now). Raises on bad input."""
+    if "skip_rate" in given and (why := skip_rate_unread(args.env)) is not None:
+        raise BadInput(why)
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
     retro = retro_env.resolve(args.env, args.state, eval_states=args.eval_state) if is_retro(args.env) else None

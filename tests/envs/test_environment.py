@@ -81,6 +81,15 @@ def test_frame_skip_v4_is_ours_v5_is_the_emulators():
     assert frames_per_step("CartPole-v1", 4) == 1
 
 
+def test_skip_rate_is_read_where_a3g_or_the_emulator_repeats_the_action_by_it():
+    from envs.environment import skip_rate_unread
+
+    for env_id in ("PongNoFrameskip-v4", "ALE/Pong-v5", "Airstriker-Genesis-v0"):
+        assert skip_rate_unread(env_id) is None
+    assert "random 2-4 frames" in skip_rate_unread("Pong-v4")  # frameskip (2, 5): neither sets it
+    assert "is for Atari and retro games" in skip_rate_unread("CartPole-v1")
+
+
 def test_skip_rate_changes_v5_emulator_skip():
     env = make_env(EnvSettings("ALE/Pong-v5", skip_rate=2), train=False)
     env.reset(seed=0)

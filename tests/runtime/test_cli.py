@@ -233,6 +233,8 @@ def replays(**custom):
      ["entry 2", "'p'", "ln_norm"]),
     ([*IMPALA, "--replay-parameters", replays(dist_function="kl_div")],  # a custom replay that ranks nothing
      ["entry 2", "a custom replay needs", "sample_strategy", "insert_strategy"]),
+    ([*CARTPOLE, "--skip-rate", "7"], ["--skip-rate is for Atari and retro games"]),
+    (["--env", "Pong-v4", "--skip-rate", "2"], ["--skip-rate cannot change Pong-v4", "a random 2-4 frames"]),
 ])
 def test_a_flag_nothing_reads_is_refused(flags, words, tmp_path):
     """A flag (or a --replay-parameters key) read only with another setting, given without it, would be recorded
