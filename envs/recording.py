@@ -159,11 +159,19 @@ class VideoRecorder:
                 print(f"gym_eval.py: warning: {self.path} was written but OpenCV cannot read it back",
                       file=sys.stderr, flush=True)
         elif self.gif_frames:
-            # GIF delays are in 1/100 s; identical consecutive frames may be merged (with their delays summed)
+            # identical consecutive frames may be merged (with their delays summed)
             self.gif_frames[0].save(self.path, save_all=True, append_images=self.gif_frames[1:],
-                                    duration=max(20, round(1000.0 / self.fps)), loop=0)
+                                    duration=gif_delays(len(self.gif_frames), self.fps), loop=0)
             self.gif_frames = None
         return self.path
+
+
+def gif_delays(frames: int, fps: float) -> list[int]:
+    """Each frame's delay in ms for a GIF that plays in real time: GIF delays are whole hundredths of a second, so
+    frame k ends at ``k / fps`` rounded to one (15 fps: 70, 60, 70, 70, 60, ... ms, not 60 ms each, 11% fast).
+    At most 50 fps (20 ms a frame), the fastest that players keep to."""
+    ends = [round(100 * (k + 1) / min(fps, 50.0)) * 10 for k in range(frames)]
+    return [end - start for start, end in zip([0, *ends], ends)]
 
 
 def is_render_error(exc: BaseException) -> bool:

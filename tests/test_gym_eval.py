@@ -456,3 +456,22 @@ def test_force_never_replaces_a_checkpoint_of_a_newer_format_nor_writes_into_a_f
         assert export_model.main([str(tmp_path / "nope"), str(tmp_path / "models"), *force]) == 2
         err = capsys.readouterr().err
         assert "is a folder" in err and "--force" not in err, err
+
+
+@pytest.mark.parametrize("fps", [15.0, 24.0, 30.0, 50.0])
+def test_a_gif_plays_in_real_time(fps, tmp_path):
+    """GIF delays are whole hundredths of a second: 15 fps (Atari's real time) played at 16.7 fps with 60 ms a
+    frame. Each frame now ends at its real time rounded to 10 ms, so the whole GIF is never off by more."""
+    from envs.recording import VideoRecorder
+
+    recorder = VideoRecorder(str(tmp_path / "game"), fps, "gif", {})
+    frames = 47
+    for k in range(frames):  # frames that differ, so that Pillow merges none
+        recorder.add(np.full((8, 8, 3), 5 * k, np.uint8))
+    with Image.open(recorder.close()) as gif:
+        delays = []
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            delays.append(gif.info["duration"])
+    assert len(delays) == frames and all(d % 10 == 0 and d >= 20 for d in delays)
+    assert abs(sum(delays) - 1000 * frames / fps) <= 5
