@@ -338,9 +338,9 @@ class FireReset(gym.Wrapper):
 
 def atari_box(conf: dict, size: int) -> tuple[tuple[int, int], tuple[int, int], int, tuple[int, int] | None]:
     """The part of a 210x160 Atari screen that ``ScreenFrame`` keeps for ``conf`` (an ``atari.json`` entry): rows
-    ``crop1 : crop2 + 160``, all 160 columns, and for 80x80 frames rl_a3c_pytorch's first resize to
-    ``dimension2 x 80``."""
-    return (conf["crop1"], conf["crop2"] + 160), (0, 160), size, ((conf["dimension2"], 80) if size == 80 else None)
+    ``crop1 : crop2 + 160``, all 160 columns, and for 80x80 frames rl_a3c_pytorch's first resize,
+    ``cv2.resize(frame, (80, dimension2))``: 80 columns wide, ``dimension2`` rows high."""
+    return (conf["crop1"], conf["crop2"] + 160), (0, 160), size, ((80, conf["dimension2"]) if size == 80 else None)
 
 
 # ---------------------------------------------------------------------------------------------------------------

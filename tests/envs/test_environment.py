@@ -165,6 +165,25 @@ def test_process_frame_crops_and_keeps_bytes():
     assert (out == 255).all()
 
 
+def test_80x80_frames_resize_first_as_rl_a3c_pytorch_did():
+    """rl_a3c_pytorch: ``cv2.resize(frame, (80, conf["dimension2"]))`` then to 80x80; cv2 sizes are (width,
+    height), so SpaceInvaders' 188 cropped rows become 94 and its 160 columns 80 (as a3g's interpolation, INTER_AREA;
+    the two sizes the other way round give other frames)."""
+    import cv2
+
+    conf = env_conf_for("SpaceInvadersNoFrameskip-v4", load_env_config(ATARI_CONFIG))
+    frame = np.random.default_rng(0).integers(0, 256, (210, 160), dtype=np.uint8)
+    crop = frame[conf["crop1"] : conf["crop2"] + 160, :160]
+
+    def two_resizes(first):
+        return cv2.resize(cv2.resize(crop, first, interpolation=cv2.INTER_AREA), (80, 80),
+                          interpolation=cv2.INTER_AREA)
+
+    out = process_frame(frame, *atari_box(conf, 80))[0]
+    assert conf["dimension2"] == 94 and np.array_equal(out, two_resizes((80, 94)))
+    assert not np.array_equal(out, two_resizes((94, 80)))
+
+
 def test_env_config_lookup_and_errors(tmp_path):
     config = load_env_config(ATARI_CONFIG)
     assert env_conf_for("SpaceInvadersNoFrameskip-v4", config)["crop1"] == 8
