@@ -127,19 +127,37 @@ def waiting_rows(server: InferenceServer) -> list[int]:
 
 def gather(server: InferenceServer, max_batch: int, max_wait: float) -> list[int]:
     """The rows to answer now: those ASKED, plus any that ask within ``max_wait`` seconds of the first while the
-    batch has room. Empty when nothing asked within ``POLL``."""
-    if not server.asked.acquire(timeout=POLL):
-        rows = waiting_rows(server)  # a wake-up lost to a killed server: the rows still say ASKED
+    batch has room, cut to the rows whose observations fit in ``max_batch`` (``within``). Rows a full batch left
+    waiting are answered first, without a wait. Empty when nothing asked within ``POLL``."""
+    rows = waiting_rows(server)
+    if not rows:
+        # a wake-up lost to a killed server leaves rows ASKED with no release: the timeout finds them
+        server.asked.acquire(timeout=POLL)
+        rows = waiting_rows(server)
         if not rows:
             return rows
-    rows = waiting_rows(server)
     deadline = time.monotonic() + max_wait
-    while int(server.count[rows].sum()) < max_batch and rows and len(rows) < len(server.status):
+    while int(server.count[rows].sum()) < max_batch and len(rows) < len(server.status):
         left = deadline - time.monotonic()
         if left <= 0 or not server.asked.acquire(timeout=left):
             break
         rows = waiting_rows(server)
-    return rows
+    return within(server, rows, max_batch)
+
+
+def within(server: InferenceServer, rows: list[int], max_batch: int) -> list[int]:
+    """The rows of one forward pass: taken in turn from the row after the last one answered (so that no actor
+    waits behind the others' new requests), while their observations fit in ``max_batch``; one row at least."""
+    start = getattr(server, "next_row", 0)  # this process's own cursor: not shared
+    kept, total = [], 0
+    for r in sorted(rows, key=lambda r: (r - start) % len(server.status)):
+        n = int(server.count[r])
+        if kept and total + n > max_batch:
+            break
+        kept.append(r)
+        total += n
+    server.next_row = (kept[-1] + 1) % len(server.status)
+    return kept
 
 
 def answer(server: InferenceServer, model: torch.nn.Module, rows: list[int], version: int,

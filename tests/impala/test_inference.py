@@ -142,3 +142,30 @@ def test_a_new_actor_resets_the_row_its_predecessor_left(setup):
     server.answered[1].release()  # the wake-up its predecessor never consumed
     InferenceClient(server, 1, state.stop, os.getppid())
     assert server.status[1] == IDLE and not server.answered[1].acquire(block=False)
+
+
+def test_a_forward_pass_holds_at_most_inference_batch_observations_and_every_actor_gets_its_turn():
+    """``--inference-batch`` is the most observations in one forward pass (all that had asked went in one: 32 of
+    8 here); the rows left over are answered next, at once, before an actor that asked again since."""
+    from impala.inference import gather
+
+    ctx = mp.get_context("spawn")
+    server = InferenceServer(ctx, 4, 8, [4], 2, 8)
+    server.count[:] = 8
+    server.status[:] = ASKED
+    for _ in range(4):
+        server.asked.release()
+    started = time.monotonic()
+    batches = [gather(server, max_batch=8, max_wait=0.001)]
+    for _ in range(2):
+        server.status[batches[-1]] = IDLE  # answered
+        batches.append(gather(server, max_batch=8, max_wait=0.001))
+    server.status[batches[-1]] = IDLE
+    server.status[0] = ASKED  # actor 0 asks again before actor 3 was answered
+    server.asked.release()
+    batches.append(gather(server, max_batch=8, max_wait=0.001))
+    assert batches == [[0], [1], [2], [3]] and time.monotonic() - started < 0.1  # no POLL wait for a leftover
+    server.status[3] = IDLE
+    server.count[:2] = 3
+    server.status[:2] = ASKED
+    assert gather(server, max_batch=8, max_wait=0.001) == [0, 1]  # 6 observations fit: one pass
