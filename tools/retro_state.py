@@ -6,9 +6,10 @@
 
 It powers the console on, presses through the menus with a fixed list of button presses (``MENU_PRESSES``: title
 screen, 1P game, Mario GP, 50cc, Mario, Mushroom Cup), then waits for the race to start, and checks the RAM
-variables of a3g's integration before it saves: on the ground, lap counter at the start, checkpoint 0 or the last.
-It also writes a PNG of the screen next to the state, to look at (after a failed attempt: ``<out>.failed.png``,
-``<out>.failed-2.png``, ..., so that every attempt's screen is kept and the rerun is not blocked).
+variables of a3g's integration before it saves: the countdown's race phase, on the ground, lap counter at the
+start. It also writes a PNG of the screen next to the state, to look at (after a failed attempt, or a state that
+could not be written: ``<out>.failed.png``, ``<out>.failed-2.png``, ..., so that every attempt's screen is kept and
+the rerun is not blocked).
 
 Honest limits: no ROM ships with a3g, so this sequence was written from how the game's menus work and has not been
 run against the game here. When the check fails it saves nothing, prints the variables and where the screen
@@ -102,19 +103,33 @@ def main(argv: list[str] | None = None) -> int:
         info = press(env, buttons, None, 0, 10)
         if info.get("race_phase") == COUNTDOWN_PHASE:
             break
-    problems = race_start_problems(info)
-    stem = os.path.splitext(out)[0]
-    picture = first_free(stem + ".failed", os.path.exists, ".png") if problems else stem + ".png"
-    write_png(picture, env.render())
-    if problems:
-        env.close()
-        print(f"{PROG}: the menus did not lead to the start of a race ({'; '.join(problems)}); nothing saved; the "
-              f"screen is in {picture}; variables: {info}", file=sys.stderr)
-        return 1
-    atomic_write_bytes(out, gzip.compress(env.unwrapped.em.get_state()))
+    problems, screen = race_start_problems(info), env.render()
+    state = None if problems else env.unwrapped.em.get_state()
     env.close()
-    print(f"{PROG}: saved {out} (screen: {picture}); variables at the start: {info}")
+    stem = os.path.splitext(out)[0]
+    failed = first_free(stem + ".failed", os.path.exists, ".png")
+    if problems:
+        shown = save_screen(failed, screen)
+        print(f"{PROG}: the menus did not lead to the start of a race ({'; '.join(problems)}); nothing saved; "
+              f"{shown}; variables: {info}", file=sys.stderr)
+        return 1
+    try:  # the state first: its picture under the name of a kept state only once the state is whole
+        atomic_write_bytes(out, gzip.compress(state))
+    except OSError as exc:
+        print(f"{PROG}: error: {out} could not be written ({exc.strerror or exc}): nothing saved; "
+              f"{save_screen(failed, screen)}", file=sys.stderr)
+        return 1
+    print(f"{PROG}: saved {out} ({save_screen(stem + '.png', screen)}); variables at the start: {info}")
     return 0
+
+
+def save_screen(path: str, screen: np.ndarray) -> str:
+    """Write the screen's picture; says where it is, or why it is not (a picture lost is no reason to fail)."""
+    try:
+        write_png(path, screen)
+    except OSError as exc:
+        return f"the screen's picture could not be written ({exc.strerror or exc})"
+    return f"the screen is in {path}"
 
 
 if __name__ == "__main__":

@@ -611,6 +611,61 @@ def test_a_failed_state_attempt_keeps_its_screen_and_does_not_block_the_rerun(tm
     assert Console.closed == 2
 
 
+def test_a_state_the_disk_cannot_take_is_one_line_and_the_rerun_saves_it(tmp_path, monkeypatch, capsys):
+    """The race starts but the state cannot be written (a full disk): one line, exit 1 (it was a traceback after
+    the screen's PNG was written under the state's name, which then blocked the rerun); the rerun saves both."""
+    import errno
+
+    from tools import retro_state
+
+    class Console:  # the menus lead to the countdown of a race
+        buttons = ["B", "START"]
+        unwrapped = property(lambda self: self)
+        em = property(lambda self: self)
+
+        def reset(self):
+            return np.zeros((224, 256, 3), np.uint8), {}
+
+        def step(self, action):
+            return None, 0.0, False, False, {"race_phase": retro_state.COUNTDOWN_PHASE, "kart_status": 0, "lap": 128}
+
+        def render(self):
+            return np.full((224, 256, 3), 80, np.uint8)
+
+        def get_state(self):
+            return b"an emulator state"
+
+        def close(self):
+            pass
+
+    class Retro:
+        class State:
+            NONE = None
+
+        class Actions:
+            ALL = None
+
+        make = staticmethod(lambda *a, **k: Console())
+
+    def full_disk(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(retro_env, "check_rom", lambda game: None)
+    monkeypatch.setattr(retro_env, "retro", lambda: Retro)
+    monkeypatch.setattr(retro_state, "atomic_write_bytes", full_disk)
+    out = tmp_path / "circuit.state"
+    assert retro_state.main(["--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left on device" in err[0] and "nothing saved" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["circuit.failed.png"]
+    monkeypatch.undo()
+    monkeypatch.setattr(retro_env, "check_rom", lambda game: None)
+    monkeypatch.setattr(retro_env, "retro", lambda: Retro)
+    assert retro_state.main(["--out", str(out)]) == 0
+    assert gzip.decompress(out.read_bytes()) == b"an emulator state"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["circuit.failed.png", "circuit.png", "circuit.state"]
+
+
 def test_a_screen_picture_that_cannot_be_written_is_an_error_not_silence(tmp_path):
     """cv2.imwrite returned False for a PNG it could not write, which nobody read; the picture is now written whole
     (one that can be written reads back as the screen)."""
