@@ -111,6 +111,9 @@ def main() -> int:
     for flag, value in (("--seconds", args.seconds), ("--interval", args.interval), ("--workers", args.workers)):
         if not (math.isfinite(value) and value > 0):
             p.error(f"{flag} must be above 0, got {value:g}")
+    if args.interval > args.seconds / 4:  # growth is judged from a sample after warm-up (a quarter) to the last
+        p.error(f"--interval {args.interval:g} leaves too few samples in --seconds {args.seconds:g} to judge growth: "
+                f"at most a quarter of it ({args.seconds / 4:g})")
     if args.json:
         try:
             check_json_output(args.json, "--json", {"command", "returncode", "peak_rss_mb"}, "tools.soak")
@@ -130,7 +133,11 @@ def main() -> int:
     signal.signal(signal.SIGTERM, interrupt)
     try:
         while proc.poll() is None:
-            time.sleep(args.interval)
+            due = time.monotonic() + args.interval
+            while proc.poll() is None and time.monotonic() < due:  # a run that ends is not waited for
+                time.sleep(min(0.5, max(0.0, due - time.monotonic())))
+            if proc.poll() is not None:
+                break
             now = {pid: sample(pid) for pid in descendants(proc.pid)}
             now = {pid: s for pid, s in now.items() if s}
             shm = len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
@@ -148,6 +155,11 @@ def main() -> int:
         return 130
     with open(f"{out}/stderr.log") as f:
         stderr = f.read()
+    if proc.returncode == 2:  # main.py refused the soak's flags (those after --): bad input, one line
+        shutil.rmtree(out, ignore_errors=True)
+        lines = stderr.strip().splitlines()
+        print(lines[-1] if lines else "main.py refused the run's flags (exit 2)", file=sys.stderr)
+        return 2
     peak = {}
     for s in samples:
         for pid, info in s["procs"].items():
@@ -180,8 +192,10 @@ def main() -> int:
             or (result["shm_end"] or 0) > (result["shm_start"] or 0) + 2)
     if result["rss_total_after_warmup_mb"] and result["rss_total_end_mb"] > 1.2 * result["rss_total_after_warmup_mb"]:
         grew = True
-    if proc.returncode != 0 or grew:
-        print(f"soak: FAILED (exit {proc.returncode}, growth {grew}); the run's files are kept in {out}\n"
+    few = len(live) < 2  # a run that stopped before a sample after warm-up: nothing to judge growth from
+    if proc.returncode != 0 or grew or few:
+        why = f"only {len(live)} sample(s) of the whole run, too few to judge growth" if few else f"growth {grew}"
+        print(f"soak: FAILED (exit {proc.returncode}, {why}); the run's files are kept in {out}\n"
               f"{stderr[-2000:]}", file=sys.stderr)
         return 1
     if args.keep:

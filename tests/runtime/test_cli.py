@@ -549,6 +549,7 @@ def saved_frames(run):
 
 @pytest.mark.parametrize("flags, words", [(["--seconds", "-5"], ["--seconds", "above 0"]),
                                           (["--interval", "0"], ["--interval"]), (["--workers", "0"], ["--workers"]),
+                                          (["--seconds", "4", "--interval", "30"], ["--interval 30", "too few samples"]),
                                           (["--json", "/proc/a3g-soak.json"], ["--json", "cannot be written"]),
                                           (["--json", "."], ["--json", "is a folder"]),
                                           (["--json", "README.md"], ["--json", "holds no tools.soak results"])])
@@ -557,6 +558,17 @@ def test_soak_refuses_a_bad_budget_before_it_starts_a_run(flags, words, tmp_path
                             timeout=120, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert_bad_input(result, *words)
     assert not list(tmp_path.glob("a3g-soak-*"))  # no run folder was made
+
+
+def test_soak_relays_a_flag_main_py_refuses_as_bad_input(tmp_path):
+    """A bad main.py flag after -- is the soak's own bad input: main.py's one line, exit 2, no run folder left (it
+    was "FAILED", exit 1, with the run folder kept)."""
+    result = subprocess.run([*command("soak"), "--seconds", "8", "--interval", "1", "--env", "CartPole-v1",
+                             "--workers", "1", "--", "--bogus-flag"], capture_output=True, text=True, timeout=120,
+                            cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "main.py: error: unrecognized arguments: --bogus-flag (see --help)"], result.stderr
+    assert not list(tmp_path.glob("a3g-soak-*"))
 
 
 def test_soak_reads_no_frames_from_a_run_that_wrote_none(tmp_path):
