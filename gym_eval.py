@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from core.cli import HelpFormatter, OneLineParser, random_seed
+from core.cli import HelpFormatter, OneLineParser, positive_int, random_seed
 from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, BadInput
 from core.files import atomic_write_text, check_json_output, env_file_name, try_write
 from core.hardware import missing_gpus
@@ -74,16 +74,6 @@ class GameProgress:
             self.last = time.monotonic()
             print(f"gym_eval.py: {self.name} still playing, {length:,} steps so far", flush=True)
         return True
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
 
 
 def build_parser() -> OneLineParser:

@@ -31,6 +31,17 @@ def random_seed(text: str) -> int:
     return value
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count: an integer above 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """``--help`` with each flag's default, printed once: a help text that already says its default (``default:``
     or ``auto:``) is left as it is, and a flag without a default (None, or a switch that is off) shows none."""

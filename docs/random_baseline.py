@@ -14,26 +14,36 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from core.cli import OneLineParser  # noqa: E402
-from envs.environment import EnvSettings, is_retro, make_env  # noqa: E402
+from core.cli import OneLineParser, positive_int, random_seed  # noqa: E402
+from core.errors import BAD_INPUT_ERRORS, EXIT_BAD_INPUT  # noqa: E402
+from envs.environment import EnvSettings, is_retro, make_env, skip_rate_unread  # noqa: E402
+
+PROG = "python docs/random_baseline.py"
 
 
-def main():
-    p = OneLineParser(prog="python docs/random_baseline.py", description=__doc__,
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
+def main() -> int:
+    p = OneLineParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Airstriker-Genesis-v0")
-    p.add_argument("--games", type=int, default=30)
-    p.add_argument("--skip-rate", type=int, default=4)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--games", type=positive_int, default=30)
+    p.add_argument("--skip-rate", type=positive_int, default=4)
+    p.add_argument("--seed", type=random_seed, default=1)
     p.add_argument("--state", nargs="+", default=None, help="retro games: start states, played in turn (as the "
                    "evaluator's --eval-state)")
     args = p.parse_args()
-    retro = None
-    if is_retro(args.env):
-        from envs import retro_env
+    try:
+        if args.state is not None and not is_retro(args.env):
+            raise ValueError(f"--state is for stable-retro games; {args.env} is not one")
+        if args.skip_rate != 4 and (why := skip_rate_unread(args.env)) is not None:
+            raise ValueError(why)
+        retro = None
+        if is_retro(args.env):
+            from envs import retro_env
 
-        retro = retro_env.resolve(args.env, eval_states=args.state)
-    env = make_env(EnvSettings(args.env, args.skip_rate, 10000, None, 84, 4, retro), train=False)
+            retro = retro_env.resolve(args.env, args.state)  # the games are the evaluator's: its states, in turn
+        env = make_env(EnvSettings(args.env, args.skip_rate, 10000, None, 84, 4, retro), train=False)
+    except BAD_INPUT_ERRORS as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     env.action_space.seed(args.seed)
     scores, lengths = [], []
     for game in range(args.games):
@@ -45,10 +55,12 @@ def main():
         scores.append(score)
         lengths.append(length)
         print(f"game {game + 1}: score {score:g}, {length} steps", flush=True)
+    env.close()
     print(json.dumps({"env": args.env, "state": args.state, "games": args.games, "mean": float(np.mean(scores)),
                       "std": float(np.std(scores)), "median": float(np.median(scores)),
                       "mean_length": float(np.mean(lengths))}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
