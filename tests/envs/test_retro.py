@@ -351,20 +351,71 @@ def test_an_archive_it_cannot_open_is_one_line(tmp_path):
     assert len(lines) == 1 and "cannot be read" in lines[0] and "unpack it" in lines[0], lines
 
 
-def test_a_rom_folder_it_cannot_write_is_one_line(tmp_path, monkeypatch, capsys):
-    import stable_retro.scripts.import_path as importer
+@pytest.fixture
+def fake_game(tmp_path, monkeypatch):
+    """A game stable-retro knows by two dumps' SHA-1s, in an integration folder of its own, with one dump already
+    imported: (the game's folder, the two dumps' bytes, a folder of the user's ROM files)."""
+    import hashlib
 
+    import stable_retro.data
+
+    first, second = os.urandom(4096), os.urandom(4096)
+    game = tmp_path / "integrations" / "FakeGame-Snes-v0"
+    game.mkdir(parents=True)
+    (game / "rom.sfc").write_bytes(first)
+    known = {hashlib.sha1(dump).hexdigest(): ("FakeGame-Snes-v0", ".sfc", str(game.parent)) for dump in (first, second)}
+    monkeypatch.setattr(stable_retro.data, "get_known_hashes", lambda: known)
+    (tmp_path / "roms").mkdir()
+    return game, first, second, tmp_path / "roms"
+
+
+def test_an_imported_rom_is_written_whole_or_left_as_it_was(fake_game, monkeypatch, capsys):
+    """stable-retro's importer wrote rom.<ext> in place: a full disk or Ctrl-C mid-write left a truncated ROM where a
+    good one was (and the game's check accepted it). Now a failed write is one line naming the file, exit 2, the
+    ROM there untouched; the same ROM again is left as it is; another dump replaces it whole."""
+    from core import files
     from tools import retro_import
 
-    def read_only(*_):
-        raise PermissionError(13, "Permission denied", "/site-packages/stable_retro/data/stable/Game/rom.sfc")
+    game, first, second, roms = fake_game
+    (roms / "game.sfc").write_bytes(second)
 
-    monkeypatch.setattr(importer, "main", read_only)
-    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the tool hands its folders to the importer through sys.argv
-    assert retro_import.main([str(tmp_path)]) == 2
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full_disk)
+    assert retro_import.main([str(roms)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["python -m tools.retro_import: error: /site-packages/stable_retro/data/stable/Game/rom.sfc: "
-                   "Permission denied"]
+    assert err == [f"python -m tools.retro_import: error: {game / 'rom.sfc'}: No space left on device"], err
+    assert (game / "rom.sfc").read_bytes() == first and sorted(os.listdir(game)) == ["rom.sfc"]
+    (roms / "game.sfc").write_bytes(first)  # the ROM already there: nothing is written (the disk is still full)
+    assert retro_import.main([str(roms)]) == 0
+    assert "Importing FakeGame-Snes-v0" in capsys.readouterr().out
+    monkeypatch.undo()
+    import stable_retro.data
+
+    monkeypatch.setattr(stable_retro.data, "get_known_hashes", lambda: {
+        __import__("hashlib").sha1(second).hexdigest(): ("FakeGame-Snes-v0", ".sfc", str(game.parent))})
+    (roms / "game.sfc").write_bytes(second)
+    with zipfile.ZipFile(roms / "more.zip", "w") as z:  # an archive's ROM too
+        z.writestr("inside/game.sfc", second)
+    assert retro_import.main([str(roms)]) == 0
+    assert (game / "rom.sfc").read_bytes() == second and "Imported 2 games" in capsys.readouterr().out
+
+
+def test_a_rom_folder_it_cannot_write_is_one_line(fake_game, monkeypatch, capsys):
+    from tools import retro_import
+
+    _, _, second, roms = fake_game
+    (roms / "game.sfc").write_bytes(second)
+
+    def read_only(path, data):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(retro_import, "atomic_write_bytes", read_only)
+    assert retro_import.main([str(roms)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("python -m tools.retro_import: error: ") and \
+        err[0].endswith("FakeGame-Snes-v0/rom.sfc: Permission denied"), err
 
 
 @pytest.fixture(scope="module")
