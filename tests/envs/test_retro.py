@@ -619,24 +619,27 @@ def test_state_maker_checks_the_race_start():
     assert retro_state.race_start_problems({**good, "lap": 3})
 
 
-def test_a_failed_state_attempt_keeps_its_screen_and_does_not_block_the_rerun(tmp_path, monkeypatch, capsys):
-    """The menus end somewhere other than a race start: nothing saved, exit 1, the screen kept under a name of its
-    own; the rerun the docstring asks for runs again (it was refused: "<out>.png exists") and keeps both screens."""
-    from tools import retro_state
+def fake_retro(info):
+    """stable-retro for tools.retro_state without a ROM: a console whose every step's RAM variables are ``info``
+    (and which counts its closes), under the module's ``make``."""
 
-    class Console:  # a console whose menus lead nowhere: the race never starts
+    class Console:
         buttons = ["B", "START"]
         unwrapped = property(lambda self: self)
+        em = property(lambda self: self)
         closed = 0
 
         def reset(self):
             return np.zeros((224, 256, 3), np.uint8), {}
 
         def step(self, action):
-            return None, 0.0, False, False, {"race_phase": 0, "kart_status": 0, "lap": 0}
+            return None, 0.0, False, False, dict(info)
 
         def render(self):
             return np.full((224, 256, 3), 80, np.uint8)
+
+        def get_state(self):
+            return b"an emulator state"
 
         def close(self):
             Console.closed += 1
@@ -650,8 +653,17 @@ def test_a_failed_state_attempt_keeps_its_screen_and_does_not_block_the_rerun(tm
 
         make = staticmethod(lambda *a, **k: Console())
 
+    return Retro, Console
+
+
+def test_a_failed_state_attempt_keeps_its_screen_and_does_not_block_the_rerun(tmp_path, monkeypatch, capsys):
+    """The menus end somewhere other than a race start: nothing saved, exit 1, the screen kept under a name of its
+    own; the rerun the docstring asks for runs again (it was refused: "<out>.png exists") and keeps both screens."""
+    from tools import retro_state
+
+    retro, console = fake_retro({"race_phase": 0, "kart_status": 0, "lap": 0})  # the race never starts
     monkeypatch.setattr(retro_env, "check_rom", lambda game: None)
-    monkeypatch.setattr(retro_env, "retro", lambda: Retro)
+    monkeypatch.setattr(retro_env, "retro", lambda: retro)
     out = tmp_path / "circuit.state"
     for attempt in (1, 2):
         assert retro_state.main(["--out", str(out)]) == 1
@@ -659,7 +671,7 @@ def test_a_failed_state_attempt_keeps_its_screen_and_does_not_block_the_rerun(tm
         assert "nothing saved" in err and "exists" not in err, err
     assert not out.exists() and not (tmp_path / "circuit.png").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["circuit.failed-2.png", "circuit.failed.png"]
-    assert Console.closed == 2
+    assert console.closed == 2
 
 
 def test_a_state_the_disk_cannot_take_is_one_line_and_the_rerun_saves_it(tmp_path, monkeypatch, capsys):
@@ -669,40 +681,13 @@ def test_a_state_the_disk_cannot_take_is_one_line_and_the_rerun_saves_it(tmp_pat
 
     from tools import retro_state
 
-    class Console:  # the menus lead to the countdown of a race
-        buttons = ["B", "START"]
-        unwrapped = property(lambda self: self)
-        em = property(lambda self: self)
-
-        def reset(self):
-            return np.zeros((224, 256, 3), np.uint8), {}
-
-        def step(self, action):
-            return None, 0.0, False, False, {"race_phase": retro_state.COUNTDOWN_PHASE, "kart_status": 0, "lap": 128}
-
-        def render(self):
-            return np.full((224, 256, 3), 80, np.uint8)
-
-        def get_state(self):
-            return b"an emulator state"
-
-        def close(self):
-            pass
-
-    class Retro:
-        class State:
-            NONE = None
-
-        class Actions:
-            ALL = None
-
-        make = staticmethod(lambda *a, **k: Console())
+    retro, _ = fake_retro({"race_phase": retro_state.COUNTDOWN_PHASE, "kart_status": 0, "lap": 128})
 
     def full_disk(path, data):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.setattr(retro_env, "check_rom", lambda game: None)
-    monkeypatch.setattr(retro_env, "retro", lambda: Retro)
+    monkeypatch.setattr(retro_env, "retro", lambda: retro)
     monkeypatch.setattr(retro_state, "atomic_write_bytes", full_disk)
     out = tmp_path / "circuit.state"
     assert retro_state.main(["--out", str(out)]) == 1
@@ -711,7 +696,7 @@ def test_a_state_the_disk_cannot_take_is_one_line_and_the_rerun_saves_it(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["circuit.failed.png"]
     monkeypatch.undo()
     monkeypatch.setattr(retro_env, "check_rom", lambda game: None)
-    monkeypatch.setattr(retro_env, "retro", lambda: Retro)
+    monkeypatch.setattr(retro_env, "retro", lambda: retro)
     assert retro_state.main(["--out", str(out)]) == 0
     assert gzip.decompress(out.read_bytes()) == b"an emulator state"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["circuit.failed.png", "circuit.png", "circuit.state"]
