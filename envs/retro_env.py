@@ -143,11 +143,12 @@ def read_state(path: str) -> bytes:
         raise BadInput(f"save state {path!r} cannot be read: {exc}") from None
 
 
-def check_states(env: gym.Env, paths: list[str], env_id: str) -> None:
-    """Each save state in ``paths`` loads into ``env``'s emulator: stable-retro ignores a refused one (junk in a
-    gzip file, another game's state) and starts the games from the default state instead, without a word."""
-    for path in paths:
-        if not env.unwrapped.em.set_state(read_state(path)):
+def check_states(env: gym.Env, states: dict[str, bytes], env_id: str) -> None:
+    """Each save state (path -> its bytes, ``read_state``'s) loads into ``env``'s emulator: stable-retro ignores a
+    refused one (junk in a gzip file, another game's state) and starts the games from the default state instead,
+    without a word."""
+    for path, data in states.items():
+        if not env.unwrapped.em.set_state(data):
             raise BadInput(f"save state {path!r} is not a state of {env_id} (its emulator refuses it)")
 
 
@@ -325,8 +326,7 @@ def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) ->
     r = retro()
     conf = settings.retro
     states = start_states(conf, train)
-    for path in states:  # a damaged file is one line here, not stable-retro's traceback when it opens one
-        read_state(path)
+    datas = [read_state(path) for path in states]  # a damaged file is one line here, not stable-retro's traceback
     try:
         env = r.make(settings.env_id, state=states[0] if states else r.State.DEFAULT,
                      use_restricted_actions=r.Actions.ALL, render_mode="rgb_array" if render_mode else None)
@@ -336,12 +336,12 @@ def make_retro(settings: "EnvSettings", train: bool, render_mode: str | None) ->
     except RuntimeError as exc:  # a second emulator in this process
         raise BadInput(f"{settings.env_id}: {exc}") from None
     try:
-        check_states(env, states, settings.env_id)
+        check_states(env, dict(zip(states, datas)), settings.env_id)
     except BadInput:
         env.close()
         raise
     if len(states) > 1:
-        env = StartStates(env, [read_state(path) for path in states], shuffle=train)
+        env = StartStates(env, datas, shuffle=train)
     env = RetroActions(env, conf["actions"], list(env.unwrapped.buttons))
     env = RetroSkip(env, settings.skip_rate)
     if conf.get("rules"):

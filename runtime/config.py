@@ -643,7 +643,8 @@ def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> 
     env = make_env(settings, train=False)
     if retro is not None:  # the evaluator's states were checked in make_env; training's, with the same emulator
         try:
-            retro_env.check_states(env, retro_env.start_states(retro, train=True), args.env)
+            training = retro_env.start_states(retro, train=True)
+            retro_env.check_states(env, {path: retro_env.read_state(path) for path in training}, args.env)
         except BadInput:
             env.close()
             raise
