@@ -27,6 +27,7 @@ the weights (shared model, replicas, checkpoints, model files) and a saved model
 ``build_model(meta)`` rebuilds a network from ``model_meta(...)``, the small dict stored with every checkpoint.
 """
 
+import math
 from typing import Sequence
 
 import torch
@@ -53,9 +54,45 @@ def init_heads(actor_linear: "nn.Linear | GaussianHead", critic_linear: nn.Linea
     critic_linear.bias.data.zero_()
 
 
+class _HoldIn(torch.autograd.Function):
+    """``hold_in``'s forward is a clamp; its backward passes a gradient where the input lies within the bounds, and
+    past a bound only a gradient whose descent step points back inside (positive above the upper bound, negative
+    below the lower one)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.low, ctx.high = low, high
+        return x.clamp(low, high)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (x,) = ctx.saved_tensors
+        outward = ((x > ctx.high) & (grad < 0)) | ((x < ctx.low) & (grad > 0))
+        return grad.masked_fill(outward, 0.0), None, None
+
+
+def hold_in(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """``x`` clamped to ``[low, high]``, with a gradient that can bring a value past a bound back and never takes it
+    further out (``_HoldIn``)."""
+    return _HoldIn.apply(x, low, high)
+
+
 # a Gaussian's log-stds: one parameter per dimension, a linear function of the state, or gSDE's (state-dependent
 # exploration: ``GaussianHead.make_sde``, ``ExplorationNoise``)
 LOG_STDS = ("shared", "state", "sde")
+
+
+def noise_log_std(x: torch.Tensor, table: torch.Tensor, floor: float) -> torch.Tensor:
+    """The log-std of gSDE's noise ``x E`` (``E [features, d]`` of independent normals with log-stds ``table [d,
+    features]``), its variance plus ``floor``: ``0.5 log(sum_i x_i^2 exp(2 table[j, i]) + floor)``, summed in log
+    space so that it is finite for any table (``exp(2 table)`` overflows float32 past 44). Float32, under --bf16
+    too; the features detached."""
+    with torch.autocast(x.device.type, enabled=False):
+        log_x2 = x.detach().float().pow(2).log().unsqueeze(-2)  # [..., 1, features]; -inf where x_i = 0
+        terms = log_x2 + 2 * table.float()  # [..., d, features]
+        floors = terms.new_full(terms.shape[:-1] + (1,), math.log(floor))
+        return 0.5 * torch.logsumexp(torch.cat([terms, floors], -1), -1)
 
 
 class GaussianHead(nn.Module):
@@ -64,9 +101,9 @@ class GaussianHead(nn.Module):
     in every state (SB3's and the PPO paper's choice for continuous control; ``make_state_dependent`` for
     log-stds that depend on the state, ``make_sde`` for gSDE's), starting at 0 (std 1, half the
     ``[-1, 1]`` action range; ``--log-std-init``: ``set_log_std``). Returns ``[..., 2d]``. The log-std the policy
-    uses is held in [-5, 2]; the clamp passes its gradient through (straight-through), so a log-std pushed past a
-    bound (by the entropy bonus, say) still feels the policy gradient at the bound and can come back, where a plain
-    clamp's zero gradient would leave it stuck there for good."""
+    uses is held in [-5, 2] (``hold_in``): past a bound, a gradient that would take it further out is dropped and
+    one that brings it back passes, so the entropy bonus cannot push the parameters ever further out (a plain
+    clamp's zero gradient would leave them stuck there for good, a straight-through one let them run away)."""
 
     LOG_STD_RANGE = (-5.0, 2.0)
     SDE_FLOOR = 1e-8  # added to gSDE's variance: features all 0 give a log-std of -9.2 (then the bound, -5)
@@ -97,27 +134,27 @@ class GaussianHead(nn.Module):
         self.log_std = nn.Parameter(torch.zeros_like(self.weight))
         self.sde = True
 
-    def sde_variance(self, x: torch.Tensor) -> torch.Tensor:
-        """The variance of gSDE's noise ``x E`` for the features ``x``: ``sum_i x_i^2 exp(2 log_std[j, i])``
-        (float32, under --bf16 too; the features detached)."""
-        with torch.autocast(x.device.type, enabled=False):
-            return F.linear(x.detach().float().pow(2), torch.exp(2 * self.log_std.float()))
+    def sde_log_std(self, x: torch.Tensor) -> torch.Tensor:
+        """The log-std of gSDE's noise ``x E`` for the features ``x``, the variance floored: ``0.5 log(sum_i x_i^2
+        exp(2 log_std[j, i]) + SDE_FLOOR)`` (``noise_log_std``)."""
+        return noise_log_std(x, self.log_std, self.SDE_FLOOR)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean = F.linear(x, self.weight, self.bias)
         if self.sde:
-            log_std = 0.5 * torch.log(self.sde_variance(x) + self.SDE_FLOOR)
+            log_std = self.sde_log_std(x)
         elif self.log_std_weight is None:
             log_std = self.log_std
         else:
             log_std = F.linear(x, self.log_std_weight, self.log_std)
-        log_std = log_std + (log_std.clamp(*self.LOG_STD_RANGE) - log_std).detach()
+        log_std = hold_in(log_std, *self.LOG_STD_RANGE)
         return torch.cat([mean, log_std.to(mean.dtype).expand_as(mean)], -1)
 
 
 class ExplorationNoise:
     """gSDE's sampling for one worker's ``batch`` environments (``--log-std sde``: ``GaussianHead.make_sde``):
-    a noise matrix ``E`` per environment, ``[features, d]`` normals of std ``exp(log_std)``, drawn by ``resample``
+    a noise matrix ``E`` per environment, ``[features, d]`` normals of std ``exp(log_std)`` (each dimension's
+    scaled by a constant that keeps it finite), drawn by ``resample``
     (once per rollout: SB3's default ``sde_sample_freq=-1``); ``sample(logits)`` is the mean plus ``z E``, with
     ``z`` the features of the head's latest forward (a forward hook keeps them). Within a rollout the same state
     gets the same action, and nearby states nearby ones; over the draws of ``E`` each action is the head's
@@ -128,21 +165,26 @@ class ExplorationNoise:
         self.head, self.batch = model.actor_linear, batch
         self.features: torch.Tensor | None = None
         self.matrices: torch.Tensor | None = None
+        self.table: torch.Tensor | None = None
         self.head.register_forward_hook(self._keep)
 
     def _keep(self, module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
         self.features = inputs[0].detach().float()
 
     def resample(self) -> None:
-        std = self.head.log_std.detach().float().exp().t()  # [features, d]
+        # each action dimension's table shifted to a largest entry of 0, so that exp() stays finite; the scale in
+        # ``sample`` undoes the shift
+        table = self.head.log_std.detach().float()
+        self.table = table - table.amax(-1, keepdim=True)  # [d, features]
+        std = self.table.exp().t()  # [features, d]
         self.matrices = torch.randn((self.batch,) + tuple(std.shape), device=std.device) * std
 
     def sample(self, logits: torch.Tensor) -> torch.Tensor:
         mean = logits[..., :self.matrices.shape[-1]].float()
         noise = torch.bmm(self.features.unsqueeze(1), self.matrices).squeeze(1)
-        with torch.no_grad():  # the head's log-std over the noise's own (1 but at the bounds or the floor)
+        with torch.no_grad():  # the head's log-std over the noise's own (which the bounds, floor and shift change)
             scale = (logits[..., self.matrices.shape[-1]:].float()
-                     - 0.5 * self.head.sde_variance(self.features).clamp_min(1e-30).log()).exp()
+                     - noise_log_std(self.features, self.table, 1e-30)).exp()
         return mean + noise * scale
 
 

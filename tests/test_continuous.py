@@ -46,18 +46,59 @@ def test_every_network_takes_a_gaussian_head(name):
     assert "policy" not in old and isinstance(build_model(old).policy, Categorical)
 
 
-def test_a_log_std_past_its_bound_is_held_there_and_still_feels_the_policy_gradient():
-    """The head's log-std is clamped to [-5, 2] in the forward pass but keeps its gradient: a log-std the entropy
-    bonus pushed past 2 can still be brought back by a policy gradient that asks for less noise."""
+def test_a_log_std_past_its_bound_is_held_there_and_only_a_gradient_back_inside_reaches_it():
+    """The head's log-std is clamped to [-5, 2] in the forward pass. Past a bound, a gradient that brings it back
+    passes (a plain clamp's zero would leave it stuck) and one that would take it further out is dropped (a
+    straight-through clamp let the entropy bonus raise it without end)."""
     head = build_model(model_meta("mlp", [3], 2, 32, "gaussian")).actor_linear
     with torch.no_grad():
         head.log_std.copy_(torch.tensor([3.0, -7.0]))
     params = head(torch.zeros(1, 32))
     assert torch.equal(params[0, 2:], torch.tensor([2.0, -5.0]))  # held at the bounds
-    # the log-probability of actions at the mean grows as the std shrinks: its gradient is -1 per dimension
-    model_policy = DiagGaussian(2)
-    model_policy.log_prob(params, params[:, :2].detach()).sum().backward()
-    assert torch.equal(head.log_std.grad, torch.tensor([-1.0, -1.0]))  # a plain clamp would give 0 at both
+    # The log-probability of actions at the mean grows as the std shrinks: d log p / d log_std = -1 per dimension.
+    # Descent on -log p (less noise) lowers both: back inside for 3, further out for -7.
+    policy = DiagGaussian(2)
+    (-policy.log_prob(params, params[:, :2].detach())).sum().backward()
+    assert torch.equal(head.log_std.grad, torch.tensor([1.0, 0.0]))
+    head.zero_grad()
+    params = head(torch.zeros(1, 32))  # descent on +log p (more noise, as the entropy bonus asks) raises both
+    policy.log_prob(params, params[:, :2].detach()).sum().backward()
+    assert torch.equal(head.log_std.grad, torch.tensor([0.0, -1.0]))
+
+
+@pytest.mark.parametrize("log_std", ["shared", "state", "sde"])
+def test_an_entropy_bonus_alone_keeps_every_log_std_near_its_bound(log_std):
+    """300 Adam steps on the entropy bonus alone (it asks for ever more noise) leave the log-std the policy uses at
+    its upper bound and the unclamped one near it (the steps that took it past), where a policy gradient can bring
+    it back (with a straight-through clamp it ran on to 15, 154 and 16, and gSDE's entries past 44 made every output
+    NaN)."""
+    from model import noise_log_std
+
+    torch.manual_seed(0)
+    model = build_model(model_meta("mlp", [3], 2, 16, "gaussian", log_std=log_std))
+    head = model.actor_linear
+    features = {}
+    head.register_forward_hook(lambda module, inputs, output: features.update(z=inputs[0].detach()))
+    optimizer = torch.optim.Adam(head.parameters(), lr=0.05)
+    obs = torch.randn(8, 3)
+    for _ in range(300):
+        optimizer.zero_grad()
+        params = model(obs, model.initial_state(8))[1]
+        (-model.policy.entropy(params).sum()).backward()
+        optimizer.step()
+    params = model(obs, model.initial_state(8))[1].detach()
+    assert torch.equal(params[:, 2:], torch.full((8, 2), 2.0))
+    with torch.no_grad():
+        z = features["z"]
+        unclamped = {"shared": lambda: head.log_std,
+                     "state": lambda: torch.nn.functional.linear(z, head.log_std_weight, head.log_std),
+                     "sde": lambda: noise_log_std(z, head.log_std, head.SDE_FLOOR)}[log_std]()
+    assert 2.0 < unclamped.max() < 4.0, unclamped  # straight-through: 15, 154, 16
+    if log_std == "sde":  # a gSDE table of any size gives finite outputs (exp(2 * 45) overflows float32)
+        with torch.no_grad():
+            head.log_std.fill_(45.0)
+        params = model(obs, model.initial_state(8))[1]
+        assert torch.isfinite(params).all() and torch.equal(params[:, 2:].detach(), torch.full((8, 2), 2.0))
 
 
 def test_obs_norm_statistics_merge_like_one_batch_and_never_reach_the_optimizer():
@@ -230,6 +271,7 @@ def test_gsde_log_std_is_the_noise_matrix_variance_and_its_samples_have_it(name)
             draws.append(noise.sample(params))
         draws = torch.stack(draws)
         assert torch.allclose(draws.std(0).log(), params[:, 2:], atol=0.05), (start, draws.std(0).log())
+    set_log_std(model, -1.5)  # inside the bounds, where every gradient passes
     model.zero_grad()
     out = model(obs, model.initial_state(3))[1]
     out[:, 2:].sum().backward()  # the log-std alone: reaches the noise's log-stds, not the torso
