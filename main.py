@@ -40,9 +40,16 @@ from model import build_model, describe_network, fast_layout, flatten_parameters
 from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
 from runtime.config import check_budget_left, rate_past_its_fall, validate
 from runtime.context import RunContext
+from runtime.evaluator import window_start
 from runtime.processes import evaluator_shares
 from runtime.progress import Progress, TrainingGames
-from runtime.run_dir import prepare_run_dir, resumed_run_dir, write_tensorboard_hparams, write_tensorboard_results
+from runtime.run_dir import (
+    csv_column,
+    prepare_run_dir,
+    resumed_run_dir,
+    write_tensorboard_hparams,
+    write_tensorboard_results,
+)
 from runtime.run_state import RunState
 from runtime.supervisor import (
     Supervisor,
@@ -155,6 +162,11 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     except OSError as exc:  # a path that cannot be a folder, no permission, a full disk: nothing has started yet
         print(f"main.py: error: cannot prepare the output folders: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    # the evaluator's running mean takes the games played as it plays now: a resume that changes how starts afresh
+    played = len(csv_column(paths["progress"], "return"))
+    first_game, window_note = window_start(resumed, args, settings.as_dict(), played)
+    if window_note is not None:
+        state.best_mean_return.value = -math.inf  # a mean over games played another way: the best starts again
     if injected_fault("start_sigint"):  # test hook: a Ctrl-C while the run starts
         os.kill(os.getpid(), signal.SIGINT)
     if args.tensorboard_logger:
@@ -179,6 +191,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
             "best_return": float(state.best_return.value),
             "best_mean_return": float(state.best_mean_return.value),
             "seconds": start_seconds + clock(),
+            "eval_window_start": first_game,
             "args": {k: v for k, v in vars(args).items() if k != "frames_per_step"},  # "defaults": what it picked
         })
 
@@ -193,11 +206,11 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
     if args.bf16 and -1 in args.gpu_ids and not cpu_has_native_bf16():
         print("a3g: warning: --bf16 on a CPU without native bfloat16 support is emulated: expect slower training, "
               "not faster", file=sys.stderr, flush=True)
-    for note in (unused_step_sizes(args), rate_past_its_fall(args)):
+    for note in (unused_step_sizes(args), rate_past_its_fall(args), window_note):
         if note is not None:
             print(f"a3g: note: {note}", file=sys.stderr, flush=True)
 
-    context = RunContext(args, settings, meta, shared_model, optimizer, state, paths, start_seconds)
+    context = RunContext(args, settings, meta, shared_model, optimizer, state, paths, start_seconds, first_game)
     if cluster is not None:
         from impala.ray_backend import ray_roles
 

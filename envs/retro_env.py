@@ -269,7 +269,9 @@ class RetroActions(gym.ActionWrapper):
 class StartStates(gym.Wrapper):
     """Each episode starts from one of several save states (``--state A B C``): a random one in training (from a
     generator seeded by the first ``reset(seed=...)``), one after the other in the evaluator's games, so that its
-    mean weighs every state alike. ``info["start_state"]`` is the index of the one an episode started from."""
+    mean weighs every state alike: its ``--score-window`` is a multiple of the states (``runtime.config``), and a
+    new evaluator takes its turns on from the games its run already played (``take_turns_from``).
+    ``info["start_state"]`` is the index of the one an episode started from."""
 
     def __init__(self, env: gym.Env, states: list[bytes], shuffle: bool):
         super().__init__(env)
@@ -284,6 +286,16 @@ class StartStates(gym.Wrapper):
         self.env.unwrapped.initial_state = self.states[index]  # what stable-retro's reset restores
         obs, info = self.env.reset(seed=seed, options=options)
         return obs, {**info, "start_state": index}
+
+
+def take_turns_from(env: gym.Env, games: int) -> None:
+    """Make the next game of ``env`` (built by ``make_env``) start from the state whose turn comes after ``games``
+    games played in turn from the first; nothing to do where the games do not start from several states."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, StartStates):
+            env.games = games
+            return
+        env = env.env
 
 
 class RetroSkip(gym.Wrapper):

@@ -76,7 +76,8 @@ def load_checkpoint(path: str | os.PathLike, kind: str | None = None) -> dict:
     return data
 
 
-COUNTERS = ("frames", "episodes", "eval_episodes", "seconds", "best_return", "best_mean_return", "return")
+COUNTERS = ("frames", "episodes", "eval_episodes", "seconds", "best_return", "best_mean_return", "return",
+            "eval_window_start")
 
 
 def check_entries(data: dict, path: str) -> None:

@@ -637,6 +637,12 @@ def environment_setup(args: argparse.Namespace, given: Collection[str] = ()) -> 
     crop = env_conf_for(args.env, load_env_config(args.env_config)) if is_atari(args.env) else None
     frame_size, frame_stack = FRAME_FORMAT.get(args.model, (80, 1))  # the network decides the frame format
     retro = retro_env.resolve(args.env, args.state, eval_states=args.eval_state) if is_retro(args.env) else None
+    turns = len(retro_env.start_states(retro, train=False)) if retro is not None else 1
+    if args.score_window % turns:  # the evaluator plays its states in turn: a window of whole rounds counts each alike
+        fits = sorted({turns * max(1, args.score_window // turns), turns * -(-args.score_window // turns)})
+        raise BadInput(f"--score-window {args.score_window} is not a multiple of the evaluator's {turns} start states, "
+                       f"which it plays in turn: its mean would count some more often than others; give "
+                       f"--score-window {' or '.join(map(str, fits))}")
     settings = EnvSettings(args.env, args.skip_rate, args.max_episode_length, crop, frame_size, frame_stack, retro,
                            args.frame_norm, tuple(args.gym_packages))
     # Retro games: this is the parent's one emulator, closed here, before any child starts (one per process).

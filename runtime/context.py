@@ -17,7 +17,8 @@ class RunContext:
     ``meta``: what rebuilds the network (``model.model_meta``); ``shared_model``: the CPU model in shared memory;
     ``optimizer``: the shared optimizer, or None with ``--no-shared-optimizer`` (each A3G worker makes its own);
     ``state``: counters, flags and figures in shared memory; ``paths``: the run's files (``runtime.run_dir``);
-    ``start_seconds``: the run's time before this invocation (a resumed run's)."""
+    ``start_seconds``: the run's time before this invocation (a resumed run's); ``window_start``: the first game in
+    progress.csv that the evaluator played as it plays now (``evaluator.window_start``)."""
 
     args: argparse.Namespace
     settings: EnvSettings
@@ -27,3 +28,4 @@ class RunContext:
     state: RunState
     paths: dict[str, str | None]
     start_seconds: float = 0.0
+    window_start: int = 0

@@ -7,9 +7,11 @@ Games are whole (no life-loss episodes) and scored with raw, unclipped rewards. 
   only games at least as good as the run's best so far, else every game; with ``--save-model-dir`` also to
   ``<save-model-dir>/<env>.pt``, where a file another run wrote is replaced only by a better game;
 - declares the run solved once the mean of the last ``--score-window`` games reaches ``--stop-score``.
-The mean is the run's: a resumed run's starts with the last games in its ``progress.csv``.
+The mean is the run's: a resumed run's starts with the last games in its ``progress.csv``, unless the resume changes
+how the evaluator plays (``--eval-stochastic``, its start states): those games were played another way.
 """
 
+import argparse
 import collections
 import csv
 import logging
@@ -27,6 +29,7 @@ from core.files import atomic_torch_save
 from core.hardware import device_for
 from core.logs import file_logger, format_time
 from core.play import play_game
+from envs import retro_env
 from envs.environment import make_env
 from model import build_model, fast_layout
 from runtime.checkpoints import load_checkpoint, model_file
@@ -38,7 +41,7 @@ from runtime.processes import (
     setup_child_process,
     share_after_game,
 )
-from runtime.run_dir import recent_returns
+from runtime.run_dir import csv_column, recent_returns
 
 
 def evaluator_role(run: RunContext, target: Callable | None = None) -> tuple[Callable, tuple]:
@@ -87,8 +90,11 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
     state.best_return.value = max(state.best_return.value, kept_return(paths["best_model"]))
     with open(paths["progress"], "a", newline="") as f:
         progress = csv.writer(f)
-        # a resumed run's mean goes on from its last games (progress.csv holds them), not from one game
-        scores = collections.deque(recent_returns(paths["progress"], args.score_window), maxlen=args.score_window)
+        # a resumed run's mean goes on from its last games (progress.csv holds them), not from one game, and the
+        # start states' turns from the games played so far (each state counts alike in the window)
+        retro_env.take_turns_from(env, len(csv_column(paths["progress"], "return")[run.window_start:]))
+        scores = collections.deque(recent_returns(paths["progress"], args.score_window, run.window_start),
+                                   maxlen=args.score_window)
         if scores:
             state.latest_mean.value = float(np.mean(scores))
         while not state.stop.is_set() and parent_alive(parent_pid):
@@ -145,6 +151,29 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
             pacer.pace()
     if writer is not None:
         writer.close()
+
+
+def how_it_plays(args: dict, env: dict) -> tuple[bool, list[str]]:
+    """How the evaluator plays its games with a run's flags and environment settings (``vars(args)`` and
+    ``EnvSettings.as_dict()``, or a checkpoint's): sampling or greedy, and from which start states."""
+    retro = env.get("retro")
+    return bool(args.get("eval_stochastic", False)), retro_env.start_states(retro, train=False) if retro else []
+
+
+def window_start(resumed: dict | None, args: argparse.Namespace, settings: dict, played: int) -> tuple[int, str | None]:
+    """The first game in progress.csv (``played`` games long now) that the evaluator's running mean takes, and a
+    note for the user when that changes: a resumed run's own start, or, where the resume changes how the evaluator
+    plays (``how_it_plays``), the next game, so that the mean never mixes games played two ways."""
+    if resumed is None:
+        return 0, None
+    before = how_it_plays(resumed.get("args") or {}, resumed.get("env") or {})
+    now = how_it_plays(vars(args), settings)
+    if before == now:
+        return int(resumed.get("eval_window_start", 0)), None
+    kind = ("sampled " if now[0] else "greedy ") if before[0] != now[0] else ""
+    where = " from other start states" if before[1] != now[1] else ""
+    return played, (f"the evaluator now plays {kind}games{where}: its --score-window mean starts afresh, without "
+                    f"the {played} games already in progress.csv")
 
 
 def kept_return(path: str) -> float:

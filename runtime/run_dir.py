@@ -230,11 +230,12 @@ def parent_rows(args: argparse.Namespace, resumed: dict, name: str = "progress.c
     return rows
 
 
-def recent_returns(path: str, count: int) -> list[float]:
-    """The returns of the last ``count`` evaluator games in ``path`` (a progress.csv; empty when there is none): a
-    resumed run's evaluator starts its running mean with them, so the mean goes on across the resume instead of
-    starting over (a branch's file holds its parent's games up to the branch, an in-place one its own)."""
-    return csv_column(path, "return")[-count:] if count > 0 else []
+def recent_returns(path: str, count: int, start: int = 0) -> list[float]:
+    """The returns of the last ``count`` evaluator games in ``path`` (a progress.csv; empty when there is none),
+    from its game ``start`` on: a resumed run's evaluator starts its running mean with them, so the mean goes on
+    across the resume instead of starting over (a branch's file holds its parent's games up to the branch, an
+    in-place one its own; ``start``: the first game played the way the evaluator plays now)."""
+    return csv_column(path, "return")[start:][-count:] if count > 0 else []
 
 
 def write_tensorboard_hparams(args: argparse.Namespace) -> None:

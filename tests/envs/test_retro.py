@@ -238,6 +238,13 @@ def test_episodes_start_from_several_states(airstriker_states):
         env.close()
     assert [index for index, _ in seen] == [0, 1, 2, 0, 1, 2]
     assert all(np.array_equal(screen, alone[index]) for index, screen in seen)
+    # a new evaluator (a resume, a restart) takes the turns on from the games its run played: 4 played, state 1 next
+    _, _, env = first_screen(paths, train=False)
+    try:
+        retro_env.take_turns_from(env, 4)
+        assert [env.reset()[1]["start_state"] for _ in range(3)] == [1, 2, 0]
+    finally:
+        env.close()
     # training's episodes: at random, every state in 30 episodes, and the same sequence for the same seed
     sequences = []
     for _ in range(2):
@@ -248,6 +255,22 @@ def test_episodes_start_from_several_states(airstriker_states):
             env.close()
     assert sequences[0] == sequences[1] and set(sequences[0]) == {0, 1, 2}
     assert sequences[0] != [0, 1, 2] * 10
+
+
+def test_a_score_window_must_count_each_evaluation_state_alike(airstriker_states, tmp_path):
+    """The evaluator plays its start states in turn, so a --score-window that is not a multiple of their number would
+    weigh some states more than others in the mean that decides "solved": refused, naming windows that fit."""
+    from runtime.config import validate
+
+    states = [str(airstriker_states / f"step{n}.state") for n in (0, 40, 80)]
+    flags = ["--env", AIRSTRIKER, "--run-dir", str(tmp_path / "run"), "--workers", "1"]
+    with pytest.raises(BadInput, match=r"--score-window 10 is not a multiple of the evaluator's 3 start states.*"
+                                       r"give --score-window 9 or 12"):
+        validate([*flags, "--state", *states])
+    with pytest.raises(BadInput, match="--score-window 2 is not a multiple .* 3 start states.*give --score-window 3$"):
+        validate([*flags, "--state", states[0], "--eval-state", *states, "--score-window", "2"])
+    validate([*flags, "--state", *states, "--score-window", "9"])  # whole rounds
+    validate([*flags, "--state", *states, "--eval-state", states[0]])  # one evaluation state: any window
 
 
 def test_bad_state_files_are_one_line(tmp_path):

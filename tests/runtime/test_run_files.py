@@ -17,7 +17,7 @@ from conftest import ROOT, out_dirs, read_json, run_main
 from core.errors import BadInput
 from runtime import run_dir
 from runtime.checkpoints import CheckpointWriter, model_file
-from runtime.evaluator import kept_note, may_replace
+from runtime.evaluator import kept_note, may_replace, window_start
 from runtime.run_dir import GAMES_FIELDS, PROGRESS_FIELDS, branches, choose_run_dir, prepare_run_dir, recent_returns
 
 CARTPOLE = ["--env", "CartPole-v1", "--workers", "1", "--hidden-size", "32", "--no-tensorboard-logger"]
@@ -351,12 +351,33 @@ def test_a_resumed_evaluator_starts_its_mean_with_the_runs_last_games(tmp_path):
     assert recent_returns(str(path), 10) == [6.5 + 2 * i for i in range(10)]
     assert recent_returns(str(path), 20) == [0.5 + 2 * i for i in range(1, 13)]
     assert recent_returns(str(path), 0) == []
+    assert recent_returns(str(path), 3, start=11) == [22.5, 24.5]  # the games from the 12th on
+
+
+def test_the_running_mean_starts_where_the_evaluator_began_to_play_as_it_plays_now():
+    """``window_start``: a fresh run's mean takes every game; a resume that plays as before keeps its run's start (an
+    earlier change of play is remembered in the checkpoint); one that changes --eval-stochastic or the evaluator's
+    start states starts after the games played so far, and says why."""
+    retro = {"states": ["/s/a.state", "/s/b.state"], "eval_states": None}
+    saved = {"args": {"eval_stochastic": False}, "env": {"retro": retro}, "eval_window_start": 7}
+    now = SimpleNamespace(eval_stochastic=False)
+    assert window_start(None, now, {"retro": retro}, 30) == (0, None)
+    assert window_start(saved, now, {"retro": retro}, 30) == (7, None)
+    older = {k: v for k, v in saved.items() if k != "eval_window_start"}  # a checkpoint from before the entry
+    assert window_start(older, now, {"retro": retro}, 30) == (0, None)
+    start, note = window_start(saved, SimpleNamespace(eval_stochastic=True), {"retro": retro}, 30)
+    assert start == 30 and "now plays sampled games: its --score-window mean starts afresh" in note
+    start, note = window_start(saved, now, {"retro": {**retro, "eval_states": ["/s/c.state"]}}, 30)
+    assert start == 30 and "now plays games from other start states" in note
+    start, note = window_start({**saved, "args": {"eval_stochastic": True}}, now, {"retro": None}, 12)
+    assert start == 12 and "now plays greedy games from other start states" in note
 
 
 @pytest.mark.slow
-def test_a_resume_with_another_score_window_starts_its_best_mean_again(tmp_path):
+def test_a_resume_with_another_score_window_or_way_of_playing_starts_its_mean_again(tmp_path):
     """The best mean of 1 game (the best game) is no best mean of 1,000: the resumed run's summary says it has none
-    yet, rather than the old window's figure under the new window's name."""
+    yet, rather than the old window's figure under the new window's name. Greedy games are no sampled ones: a resume
+    that changes --eval-stochastic starts the running mean with its own games."""
     run = tmp_path / "run"
     first = run_main(*CARTPOLE, "--max-frames", "3000", "--score-window", "1", *out_dirs(tmp_path), timeout=180)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -365,6 +386,20 @@ def test_a_resume_with_another_score_window_starts_its_best_mean_again(tmp_path)
     second = run_main("--resume", run, "--max-frames", frames + 500, "--score-window", "1000", timeout=180)
     assert second.returncode == 0, second.stderr[-2000:]
     assert read_json(run / "summary.json")["best_mean_return"] is None
+    # A resume that changes how the evaluator plays (sampled games now): its mean starts afresh, and says so.
+    before = len(progress_frames(run))
+    frames = read_json(run / "summary.json")["frames"]
+    third = run_main("--resume", run, "--max-frames", frames + 3000, "--eval-stochastic", timeout=180)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert f"the evaluator now plays sampled games: its --score-window mean starts afresh, without the {before} " \
+           "games already in progress.csv" in third.stderr
+    with open(run / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))[before:]
+    assert rows, "no evaluator game after the resume"
+    returns = [float(row["return"]) for row in rows]
+    for i, row in enumerate(rows):  # the mean of the games since the resume alone
+        assert float(row["mean_return"]) == pytest.approx(sum(returns[: i + 1]) / (i + 1), abs=1e-3)
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["eval_window_start"] == before
 
 
 def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_path):
