@@ -1,11 +1,14 @@
 import functools
+import inspect
 import json
+import multiprocessing.process
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -64,6 +67,100 @@ def out_dirs(tmp_path, name="run"):
 def read_json(path):
     with open(path) as f:
         return json.load(f)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tiers: a test that starts a process (main.py, a tool, a Ray cluster, a child of multiprocessing) is marked e2e at
+# collection, found by what its code and its fixtures' code use; `pytest -m "not e2e"` is the in-process quick tier.
+# A test the collection did not mark that starts a process all the same (through library code, say) fails, naming
+# the mark it needs: the tiers cannot drift from what the tests do.
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# names whose use in a test's code starts a process: the subprocess module and its Popen, multiprocessing's
+# Process and Pool (a context's ``ctx.Process``), Ray
+SPAWNING_NAMES = frozenset({"subprocess", "Popen", "Process", "Pool", "ray"})
+
+
+def code_objects(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from code_objects(const)
+
+
+def starts_processes(func, seen=None):
+    """Whether ``func`` (a test, a fixture, a helper of the tests) or a helper of the tests that it calls uses one
+    of ``SPAWNING_NAMES``."""
+    seen = set() if seen is None else seen
+    func = inspect.unwrap(getattr(func, "__func__", func))
+    if not isinstance(func, types.FunctionType) or func in seen:
+        return False
+    seen.add(func)
+    for code in code_objects(func.__code__):
+        for name in code.co_names:
+            if name in SPAWNING_NAMES:
+                return True
+            target = func.__globals__.get(name)
+            if isinstance(target, types.FunctionType) and is_test_code(target) and starts_processes(target, seen):
+                return True
+    return False
+
+
+def is_test_code(func):
+    try:
+        return os.path.abspath(inspect.getsourcefile(func)).startswith(TESTS + os.sep)
+    except TypeError:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("e2e"):
+            continue
+        fixtures = [defs[-1].func for defs in item._fixtureinfo.name2fixturedefs.values() if defs]
+        if any(starts_processes(f) for f in [item.function, *fixtures] if is_test_code(f)):
+            item.add_marker(pytest.mark.e2e)
+
+
+class UnmarkedProcess(BaseException):
+    """Raised where a test the collection did not mark e2e starts a process (a BaseException: no test's own
+    ``except Exception`` swallows it)."""
+
+
+def _refuse(what):
+    def refuse(*args, **kwargs):
+        raise UnmarkedProcess(f"this test starts a process ({what}) but is not marked e2e: mark it "
+                              "@pytest.mark.e2e (the in-process tier runs without processes)")
+    return refuse
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    with in_process_only(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with in_process_only(item):
+        yield
+
+
+class in_process_only:
+    """Within a test not marked e2e, starting a subprocess or a multiprocessing child raises ``UnmarkedProcess``."""
+
+    def __init__(self, item):
+        self.active = item.get_closest_marker("e2e") is None
+
+    def __enter__(self):
+        if self.active:
+            self.saved = subprocess.Popen._execute_child, multiprocessing.process.BaseProcess.start
+            subprocess.Popen._execute_child = _refuse("a subprocess")
+            multiprocessing.process.BaseProcess.start = _refuse("a multiprocessing child")
+
+    def __exit__(self, *exc):
+        if self.active:
+            subprocess.Popen._execute_child, multiprocessing.process.BaseProcess.start = self.saved
 
 
 @pytest.fixture(scope="session")

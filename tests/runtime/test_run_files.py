@@ -351,7 +351,7 @@ def test_a_resumed_evaluator_starts_its_mean_with_the_runs_last_games(tmp_path):
     assert recent_returns(str(path), 10) == [6.5 + 2 * i for i in range(10)]
     assert recent_returns(str(path), 20) == [0.5 + 2 * i for i in range(1, 13)]
     assert recent_returns(str(path), 0) == []
-    assert recent_returns(str(path), 3, start=11) == [22.5, 24.5]  # the games from the 12th on
+    assert recent_returns(str(path), 3, start=10) == [22.5, 24.5]  # the games from the 11th on
 
 
 def test_the_running_mean_starts_where_the_evaluator_began_to_play_as_it_plays_now():
