@@ -1,5 +1,7 @@
+import contextlib
 import functools
 import inspect
+import io
 import json
 import multiprocessing.process
 import os
@@ -9,6 +11,7 @@ import subprocess
 import sys
 import time
 import types
+import warnings
 
 import pytest
 
@@ -38,6 +41,34 @@ def run_main(*flags, timeout=300, cwd=None, **popen):
     """Run ``python main.py FLAGS`` as a user would; returns the CompletedProcess (text output)."""
     return subprocess.run([sys.executable, os.path.join(ROOT, "main.py"), *map(str, flags)], capture_output=True,
                           text=True, timeout=timeout, cwd=cwd or ROOT, **popen)
+
+
+def main_in_process(*flags, cwd=None):
+    """``python main.py FLAGS`` in this process, for input it refuses before it starts anything (a start-up of Python,
+    torch and the emulators saved per case): a CompletedProcess with its exit code, stdout and stderr (the warnings a
+    user would see there included). Flags main.py accepts would start a run: the in-process tier's guard stops it."""
+    import main
+
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    os.chdir(cwd or ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("default")  # Python's own filters: what a user's terminal shows
+            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.filterwarnings("ignore", category=category)
+            try:
+                code = main.main([str(flag) for flag in flags])
+            except SystemExit as exc:  # argparse's errors
+                code = exc.code
+    finally:
+        os.chdir(here)
+        for signum, handler in handlers.items():  # a refusal after the run's start-up set its own
+            signal.signal(signum, handler)
+    stderr = err.getvalue() + "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+                                      for w in shown)
+    return subprocess.CompletedProcess(["main.py", *map(str, flags)], code, out.getvalue(), stderr)
 
 
 def gpu_env():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, assert_bad_input, out_dirs, read_json, run_main
+from conftest import ROOT, assert_bad_input, main_in_process, out_dirs, read_json, run_main
 from core.policy import Categorical, DiagGaussian
 from envs.environment import EnvSettings, make_env
 from model import MODELS, ObsNorm, build_model, model_meta, same_network
@@ -302,8 +302,8 @@ def test_a_run_with_a_state_dependent_log_std_and_its_refusals(log_std, tmp_path
     with pytest.raises(BadInput, match=f"trained with --log-std {log_std}: give --log-std {log_std}$"):
         shared = {key: value for key, value in saved["model_meta"].items() if key != "log_std"}
         check_compatible(saved, "m.pt", "MountainCarContinuous-v0", shared)
-    assert_bad_input(run_main("--env", "CartPole-v1", "--log-std", log_std, "--max-frames", "100",
-                              *out_dirs(tmp_path, "other"), timeout=120), f"--log-std {log_std}", "Box")
+    assert_bad_input(main_in_process("--env", "CartPole-v1", "--log-std", log_std, "--max-frames", "100",
+                                     *out_dirs(tmp_path, "other")), f"--log-std {log_std}", "Box")
 
 
 def test_a_separate_critic_reads_layers_of_its_own_and_the_value_loss_leaves_the_policy_alone():
@@ -361,14 +361,14 @@ def test_a_run_with_a_separate_critic_and_its_refusals(tmp_path):
     with pytest.raises(BadInput, match="trained with --critic separate: give --critic separate$"):
         shared = {key: value for key, value in saved["model_meta"].items() if key != "critic"}
         check_compatible(saved, "m.pt", "Pendulum-v1", shared)
-    assert_bad_input(run_main("--env", "Pendulum-v1", "--model", "mlplstm", "--critic", "separate", "--max-frames",
-                              "100", *out_dirs(tmp_path, "other"), timeout=120),
+    assert_bad_input(main_in_process("--env", "Pendulum-v1", "--model", "mlplstm", "--critic", "separate",
+                                     "--max-frames", "100", *out_dirs(tmp_path, "other")),
                      "--critic separate is for --model mlp, not --model mlplstm")
 
 
 def test_squashed_actions_are_for_box_spaces(tmp_path):
-    result = run_main("--env", "CartPole-v1", "--box-actions", "tanh", "--max-frames", "100", *out_dirs(tmp_path),
-                      timeout=120)
+    result = main_in_process("--env", "CartPole-v1", "--box-actions", "tanh", "--max-frames", "100",
+                             *out_dirs(tmp_path))
     assert_bad_input(result, "--box-actions tanh is for Box action spaces", "CartPole-v1")
 
 
@@ -383,7 +383,7 @@ def test_a_run_with_the_bound_penalty_and_its_refusals(tmp_path):
                          (["--env", "Pendulum-v1", "--box-actions", "tanh", "--bound-coef", "0.1"],
                           ["--bound-coef", "--box-actions clip"]),
                          (["--env", "Pendulum-v1", "--bound-coef", "-1"], ["--bound-coef", ">= 0", "-1"])):
-        assert_bad_input(run_main(*flags, "--max-frames", "100", *out_dirs(tmp_path, "other"), timeout=120), *words)
+        assert_bad_input(main_in_process(*flags, "--max-frames", "100", *out_dirs(tmp_path, "other")), *words)
 
 
 def test_log_std_init_starts_a_fresh_runs_policy_there(tmp_path):
@@ -401,7 +401,7 @@ def test_log_std_init_starts_a_fresh_runs_policy_there(tmp_path):
                          (["--env", "CartPole-v1", "--box-actions", "clip"], ["--box-actions clip", "Box"]),
                          (["--env", "Pendulum-v1", "--log-std-init", "2.5"], ["--log-std-init", "[-5, 2]", "2.5"]),
                          (["--resume", tmp_path / "run", "--log-std-init", "-1"], ["--log-std-init", "--resume"])):
-        assert_bad_input(run_main(*flags, "--max-frames", "100", *out_dirs(tmp_path, "other"), timeout=120), *words)
+        assert_bad_input(main_in_process(*flags, "--max-frames", "100", *out_dirs(tmp_path, "other")), *words)
 
 
 def test_a_model_of_the_other_box_actions_names_the_flag():
@@ -419,7 +419,7 @@ def test_a_model_of_the_other_box_actions_names_the_flag():
 
 
 def test_obs_norm_with_a_conv_network_is_refused(tmp_path):
-    assert_bad_input(run_main("--obs-norm", "--max-frames", "100", *out_dirs(tmp_path), timeout=120),
+    assert_bad_input(main_in_process("--obs-norm", "--max-frames", "100", *out_dirs(tmp_path)),
                      "--obs-norm", "nature")
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import assert_bad_input, out_dirs, run_main
+from conftest import assert_bad_input, main_in_process, out_dirs, run_main
 
 IMPALA = ["--algo", "impala", "--env", "CartPole-v1", "--workers", "1", "--no-tensorboard-logger"]
 QUEUE = {"type": "queue", "capacity": 1, "sample_ratio": 0.5}
@@ -59,13 +59,13 @@ def replays(*entries):
      ["--value-cloning-cost"]),
 ])
 def test_bad_replay_parameters(flags, words, tmp_path):
-    assert_bad_input(run_main(*IMPALA, *flags, *out_dirs(tmp_path), timeout=120), *words)
+    assert_bad_input(main_in_process(*IMPALA, *flags, *out_dirs(tmp_path)), *words)
 
 
 def test_replay_parameters_are_for_impala(tmp_path):
-    result = run_main("--env", "CartPole-v1", "--replay-parameters", replays(QUEUE, STANDARD), *out_dirs(tmp_path),
-                      timeout=120)
+    result = main_in_process("--env", "CartPole-v1", "--replay-parameters", replays(QUEUE, STANDARD),
+                             *out_dirs(tmp_path))
     assert_bad_input(result, "--replay-parameters", "impala")
-    result = run_main("--env", "CartPole-v1", "--clone-losses", *out_dirs(tmp_path), timeout=120)
+    result = main_in_process("--env", "CartPole-v1", "--clone-losses", *out_dirs(tmp_path))
     assert_bad_input(result, "--clone-losses", "impala")
 

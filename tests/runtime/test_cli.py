@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import torch
 
-from conftest import ROOT, assert_bad_input, command, out_dirs, read_json, run_main
+from conftest import ROOT, assert_bad_input, command, main_in_process, out_dirs, read_json, run_main
 from core.errors import BadInput
 from envs.environment import ATARI_CONFIG, EnvSettings
 
@@ -53,17 +53,17 @@ from envs.environment import ATARI_CONFIG, EnvSettings
     (["--evaluator-cpu", "half"], ["--evaluator-cpu"]),
 ])
 def test_bad_flags(flags, words, tmp_path):
-    assert_bad_input(run_main(*flags, *out_dirs(tmp_path), timeout=120), *words)
+    assert_bad_input(main_in_process(*flags, *out_dirs(tmp_path)), *words)
 
 
 def test_output_folder_that_cannot_be_created(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
-    result = run_main("--env", "CartPole-v1", "--run-dir", blocker / "run", "--save-model-dir", tmp_path / "m",
-                      "--log-dir", tmp_path / "l", timeout=120)
+    result = main_in_process("--env", "CartPole-v1", "--run-dir", blocker / "run", "--save-model-dir", tmp_path / "m",
+                             "--log-dir", tmp_path / "l")
     assert_bad_input(result, "cannot prepare the output folders")
     # a log folder that cannot be made leaves no empty run folder behind
-    result = run_main("--env", "CartPole-v1", "--run-dir", tmp_path / "run", "--log-dir", blocker / "logs", timeout=120)
+    result = main_in_process("--env", "CartPole-v1", "--run-dir", tmp_path / "run", "--log-dir", blocker / "logs")
     assert_bad_input(result, "cannot prepare the output folders")
     assert not (tmp_path / "run").exists()
 
@@ -71,7 +71,7 @@ def test_output_folder_that_cannot_be_created(tmp_path):
 def test_malformed_env_config(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{"Default": {"crop1": 34,')
-    assert_bad_input(run_main("--env-config", bad, *out_dirs(tmp_path), timeout=120), "JSON")
+    assert_bad_input(main_in_process("--env-config", bad, *out_dirs(tmp_path)), "JSON")
 
 
 def test_corrupt_and_truncated_checkpoints(cartpole_run, tmp_path):
@@ -80,7 +80,7 @@ def test_corrupt_and_truncated_checkpoints(cartpole_run, tmp_path):
                        ("empty.pt", b"")]:
         path = tmp_path / name
         path.write_bytes(data)
-        assert_bad_input(run_main("--resume", path, *out_dirs(tmp_path), timeout=120), name)
+        assert_bad_input(main_in_process("--resume", path, *out_dirs(tmp_path)), name)
 
 
 @pytest.mark.parametrize("change,words", [
@@ -103,7 +103,7 @@ def test_a_checkpoint_with_entries_of_the_wrong_kind_is_one_line(change, words, 
 def test_resuming_a_hand_edited_checkpoint_is_one_line(cartpole_run, tmp_path):
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
     torch.save({**data, "args": []}, tmp_path / "edited.pt")
-    assert_bad_input(run_main("--resume", tmp_path / "edited.pt", *out_dirs(tmp_path), timeout=120), "'args' entry")
+    assert_bad_input(main_in_process("--resume", tmp_path / "edited.pt", *out_dirs(tmp_path)), "'args' entry")
 
 
 class BoobyTrap:
@@ -116,27 +116,27 @@ def test_booby_trapped_checkpoint_runs_no_code(tmp_path):
     trap.marker = tmp_path / "pwned"
     path = tmp_path / "checkpoint.pt"
     torch.save({"format_version": 1, "kind": "checkpoint", "payload": trap}, path, pickle_protocol=2)
-    assert_bad_input(run_main("--resume", path, *out_dirs(tmp_path), timeout=120))
+    assert_bad_input(main_in_process("--resume", path, *out_dirs(tmp_path)))
     assert not trap.marker.exists()
 
 
 def test_checkpoint_of_another_environment(cartpole_run, tmp_path):
-    result = run_main("--resume", cartpole_run / "run", "--env", "Acrobot-v1", *out_dirs(tmp_path), timeout=120)
+    result = main_in_process("--resume", cartpole_run / "run", "--env", "Acrobot-v1", *out_dirs(tmp_path))
     assert_bad_input(result, "CartPole-v1", "Acrobot-v1")
 
 
 def test_checkpoint_of_another_architecture(cartpole_run, tmp_path):
-    result = run_main("--resume", cartpole_run / "run", "--hidden-size", "48", *out_dirs(tmp_path), timeout=120)
+    result = main_in_process("--resume", cartpole_run / "run", "--hidden-size", "48", *out_dirs(tmp_path))
     assert_bad_input(result, "different network")
 
 
 def test_a_resume_with_no_frames_left_to_train_is_refused(cartpole_run, tmp_path):
     """Its saved --max-frames reached, or a smaller one given: it would only start and stop every process."""
     frames = f"{int(saved_frames(cartpole_run)):,}"
-    assert_bad_input(run_main("--resume", cartpole_run / "run", *out_dirs(tmp_path), timeout=120),
+    assert_bad_input(main_in_process("--resume", cartpole_run / "run", *out_dirs(tmp_path)),
                      f"at {frames} frames", "--max-frames 3,000", "larger --max-frames")
-    assert_bad_input(run_main("--resume", cartpole_run / "run", "--max-frames", "1000", *out_dirs(tmp_path),
-                              timeout=120), "--max-frames 1,000")
+    assert_bad_input(main_in_process("--resume", cartpole_run / "run", "--max-frames", "1000", *out_dirs(tmp_path)),
+                     "--max-frames 1,000")
     assert not (tmp_path / "run").exists()
 
 
@@ -144,7 +144,7 @@ def test_checkpoint_of_newer_format(cartpole_run, tmp_path):
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
     data["format_version"] = 99
     torch.save(data, tmp_path / "future.pt")
-    assert_bad_input(run_main("--resume", tmp_path / "future.pt", *out_dirs(tmp_path), timeout=120), "newer")
+    assert_bad_input(main_in_process("--resume", tmp_path / "future.pt", *out_dirs(tmp_path)), "newer")
 
 
 def test_rl_a3c_pytorch_flags_keep_names_and_short_forms():
@@ -239,13 +239,13 @@ def replays(**custom):
 def test_a_flag_nothing_reads_is_refused(flags, words, tmp_path):
     """A flag (or a --replay-parameters key) read only with another setting, given without it, would be recorded
     in args.json and change nothing: refused, one line."""
-    assert_bad_input(run_main(*flags, *out_dirs(tmp_path), timeout=120), *words)
+    assert_bad_input(main_in_process(*flags, *out_dirs(tmp_path)), *words)
 
 
 def test_load_with_resume_is_refused(cartpole_run, tmp_path):
     """--resume starts from its checkpoint's weights: the --load model would never be read."""
-    result = run_main("--resume", cartpole_run / "run", "--load", "--load-model-dir", cartpole_run / "trained_models",
-                      *out_dirs(tmp_path), timeout=120)
+    result = main_in_process("--resume", cartpole_run / "run", "--load", "--load-model-dir",
+                             cartpole_run / "trained_models", *out_dirs(tmp_path))
     assert_bad_input(result, "--load needs a run without --resume")
 
 
@@ -498,7 +498,7 @@ def test_a_prefix_of_a_flag_is_refused(tool, flags, prefix, tmp_path):
 
 def test_impala_refuses_a_private_optimizer(tmp_path):
     """IMPALA's learner is the only one stepping: a private optimizer's statistics would be in no checkpoint."""
-    assert_bad_input(run_main(*IMPALA, "--no-shared-optimizer", *out_dirs(tmp_path), timeout=120),
+    assert_bad_input(main_in_process(*IMPALA, "--no-shared-optimizer", *out_dirs(tmp_path)),
                      "--no-shared-optimizer is for --algo a3g")
 
 
@@ -509,8 +509,8 @@ def test_impala_refuses_a_resumed_runs_private_optimizer(cartpole_run, tmp_path)
     data = torch.load(cartpole_run / "run" / "checkpoint.pt", weights_only=True)
     data["args"]["shared_optimizer"] = False
     torch.save(data, tmp_path / "private.pt")
-    result = run_main("--resume", tmp_path / "private.pt", "--algo", "impala", "--max-frames", "3000",
-                      *out_dirs(tmp_path), timeout=120)
+    result = main_in_process("--resume", tmp_path / "private.pt", "--algo", "impala", "--max-frames", "3000",
+                             *out_dirs(tmp_path))
     assert_bad_input(result, "--no-shared-optimizer (the resumed run's) is for --algo a3g", "--shared-optimizer")
     args = config.validate(["--resume", str(tmp_path / "private.pt"), "--algo", "impala", "--shared-optimizer",
                             "--run-dir", str(tmp_path / "r")])[0]
