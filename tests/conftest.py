@@ -45,8 +45,9 @@ def run_main(*flags, timeout=300, cwd=None, **popen):
 
 def main_in_process(*flags, cwd=None):
     """``python main.py FLAGS`` in this process, for input it refuses before it starts anything (a start-up of Python,
-    torch and the emulators saved per case): a CompletedProcess with its exit code, stdout and stderr (the warnings a
-    user would see there included). Flags main.py accepts would start a run: the in-process tier's guard stops it."""
+    torch and the emulators saved per case): its ``returncode``, ``stdout`` and ``stderr`` as a CompletedProcess
+    has them (the warnings a user would see there included). Flags main.py accepts would start a run: the
+    in-process tier's guard stops it."""
     import main
 
     out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
@@ -68,7 +69,7 @@ def main_in_process(*flags, cwd=None):
             signal.signal(signum, handler)
     stderr = err.getvalue() + "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
                                       for w in shown)
-    return subprocess.CompletedProcess(["main.py", *map(str, flags)], code, out.getvalue(), stderr)
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=stderr)
 
 
 def gpu_env():
