@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, assert_bad_input, command, out_dirs, read_json, run_main
+from conftest import ROOT, assert_bad_input, command, main_in_process, out_dirs, read_json, run_main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENV = "a3g_test_envs:Corridor-v0"
@@ -68,11 +68,10 @@ def test_a_sweep_of_a_module_id_plays_its_final_games(tmp_path):
 
 
 def test_gym_packages_registers_ids_and_a_bad_module_is_one_line(tmp_path):
-    result = run_main("--env", "Corridor-v0", "--gym-packages", "no_such_module_here", "--max-frames", "10",
-                      *out_dirs(tmp_path), env=WITH_PACKAGE, timeout=120)
+    result = main_in_process("--env", "Corridor-v0", "--gym-packages", "no_such_module_here", "--max-frames", "10",
+                             *out_dirs(tmp_path))
     assert_bad_input(result, "cannot import 'no_such_module_here'")
-    result = run_main("--env", "Corridor-v0", *out_dirs(tmp_path), "--max-frames", "10", env=WITH_PACKAGE,
-                      timeout=120)
+    result = main_in_process("--env", "Corridor-v0", *out_dirs(tmp_path), "--max-frames", "10")
     assert_bad_input(result, "unknown environment id", "--gym-packages")
 
 

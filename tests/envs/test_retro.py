@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, command, out_dirs, read_json, run_main
+from conftest import ROOT, command, main_in_process, out_dirs, read_json, run_main
 from core.errors import BadInput
 from envs import mario_kart, retro_env
 from envs.environment import EnvSettings, family, frames_per_step, make_env
@@ -315,7 +315,7 @@ def test_training_states_the_emulator_refuses_are_one_line_exit_2(tmp_path):
     paths = damaged_states(tmp_path)
     for flags, words in ((["--state", paths["damaged"]], "cannot be read"),
                          (["--state", paths["junk"], "--eval-state", "Level1"], "is not a state of " + AIRSTRIKER)):
-        result = run_main("--env", AIRSTRIKER, *flags, "--max-frames", "10", *out_dirs(tmp_path), timeout=120)
+        result = main_in_process("--env", AIRSTRIKER, *flags, "--max-frames", "10", *out_dirs(tmp_path))
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr
 
@@ -334,7 +334,7 @@ def test_training_states_the_emulator_refuses_are_one_line_exit_2(tmp_path):
     (["--env", AIRSTRIKER, "--state", "Level1", "--eval-state", "Level9"], "--eval-state 'Level9': no such file"),
 ])
 def test_bad_retro_input_is_one_line_exit_2(flags, expected, tmp_path):
-    result = run_main(*flags, "--max-frames", "10", *out_dirs(tmp_path), timeout=120)
+    result = main_in_process(*flags, "--max-frames", "10", *out_dirs(tmp_path))
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0] and "Traceback" not in result.stderr
