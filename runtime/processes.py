@@ -8,6 +8,7 @@ import ctypes
 import os
 import signal
 import time
+from typing import Callable
 
 import torch
 
@@ -87,18 +88,19 @@ def share_after_game(episode_return: float, stop_score: float | None, share: flo
 class CpuPacer:
     """Keeps a process's CPU use at ``share`` of one core on average: ``pace()``, called between small bits of
     work, sleeps long enough that the CPU time spent since the last call is ``share`` of the wall time. Sleeping
-    is ``stop.wait``, so a stop request ends it within 50 ms."""
+    is ``stop.wait``, so a stop request ends it within 50 ms. ``clock``: the CPU time it keeps to the share (the
+    whole process's by default)."""
 
-    def __init__(self, share: float, stop: StopFlag) -> None:
-        self.share, self.stop = share, stop
+    def __init__(self, share: float, stop: StopFlag, clock: Callable[[], float] = time.process_time) -> None:
+        self.share, self.stop, self.clock = share, stop, clock
         self._mark()
 
     def _mark(self):
-        self.cpu, self.wall = time.process_time(), time.monotonic()
+        self.cpu, self.wall = self.clock(), time.monotonic()
 
     def pace(self) -> None:
         """Pays for the CPU time since the last call at today's ``share`` (which may change between calls)."""
-        owed = (time.process_time() - self.cpu) / self.share - (time.monotonic() - self.wall)
+        owed = (self.clock() - self.cpu) / self.share - (time.monotonic() - self.wall)
         if owed > 0 and self.share < 1.0:
             self.stop.wait(owed)
         self._mark()

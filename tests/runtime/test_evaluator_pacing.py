@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from conftest import wait_for
 from runtime.processes import CpuPacer, confirm_cpu_share, evaluator_cpu_share, share_after_game
 from runtime.run_state import StopFlag
 
@@ -61,26 +62,28 @@ def test_the_confirm_share_holds_while_the_latest_game_is_at_the_stop_score():
 
 
 def burn(seconds):
-    end = time.process_time() + seconds
-    while time.process_time() < end:
+    """``seconds`` of this thread's CPU time (what the pacers below keep to their share: threads of the process
+    that a test before left spinning, OpenMP's after a torch op say, count in the process's CPU time)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
         pass
 
 
 def test_pacing_keeps_cpu_time_to_the_share():
     share, chunk = 0.25, 0.02
-    pacer = CpuPacer(share, threading.Event())
-    cpu0, wall0 = time.process_time(), time.monotonic()
+    pacer = CpuPacer(share, threading.Event(), clock=time.thread_time)
+    cpu0, wall0 = time.thread_time(), time.monotonic()
     for _ in range(40):
         burn(chunk)
         pacer.pace()
-    cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    cpu, wall = time.thread_time() - cpu0, time.monotonic() - wall0
     # every pace() sleeps until the chunk's CPU time is `share` of its wall time, whatever the machine's load
     assert cpu <= share * wall * 1.05, (cpu, wall)
     assert wall >= 40 * chunk / share * 0.95
 
 
 def test_full_share_never_sleeps():
-    pacer = CpuPacer(1.0, threading.Event())
+    pacer = CpuPacer(1.0, threading.Event(), clock=time.thread_time)
     burn(0.05)
     start = time.monotonic()
     pacer.pace()
@@ -90,7 +93,7 @@ def test_full_share_never_sleeps():
 def test_a_lower_share_after_a_full_one_charges_only_what_follows():
     """The evaluator plays at a whole core while confirming a score and goes back to its share after: the CPU it
     used at the whole core is not paid for again at the small share (that would be a pause of many seconds)."""
-    pacer = CpuPacer(1.0, threading.Event())
+    pacer = CpuPacer(1.0, threading.Event(), clock=time.thread_time)
     for _ in range(5):
         burn(0.05)
         pacer.pace()
@@ -104,7 +107,7 @@ def test_a_lower_share_after_a_full_one_charges_only_what_follows():
 
 def test_a_stop_request_ends_the_pause():
     stop = StopFlag(mp.get_context("spawn"))
-    pacer = CpuPacer(0.01, stop)  # 0.1 s of CPU would mean a 10 s pause
+    pacer = CpuPacer(0.01, stop, clock=time.thread_time)  # 0.1 s of CPU would mean a 10 s pause
     burn(0.1)
     threading.Timer(0.2, stop.set).start()
     start = time.monotonic()
@@ -112,8 +115,18 @@ def test_a_stop_request_ends_the_pause():
     assert time.monotonic() - start < 3.0
 
 
-def wait_on(flag):
+def wait_on(flag, ready):
+    ready.value = 1
     flag.wait(60)
+
+
+def started_waiter(ctx, flag):
+    """A child waiting on ``flag``: started, and past the point where it says it waits."""
+    ready = ctx.RawValue("b", 0)
+    child = ctx.Process(target=wait_on, args=(flag, ready))
+    child.start()
+    wait_for(lambda: ready.value, timeout=60)
+    return child
 
 
 def test_a_child_killed_while_waiting_cannot_block_set():
@@ -121,9 +134,7 @@ def test_a_child_killed_while_waiting_cannot_block_set():
     it to wake. The supervisor calls set() on every way out, after children may have died of a signal."""
     ctx = mp.get_context("spawn")
     flag = StopFlag(ctx)
-    child = ctx.Process(target=wait_on, args=(flag,))
-    child.start()
-    time.sleep(3.0)  # the child is inside wait() by now (spawn start-up takes well under a second here)
+    child = started_waiter(ctx, flag)
     os.kill(child.pid, signal.SIGKILL)
     child.join(30)
     setter = threading.Thread(target=flag.set, daemon=True)
@@ -136,9 +147,7 @@ def test_a_child_killed_while_waiting_cannot_block_set():
 def test_set_in_one_process_ends_a_wait_in_another():
     ctx = mp.get_context("spawn")
     flag = StopFlag(ctx)
-    child = ctx.Process(target=wait_on, args=(flag,))
-    child.start()
-    time.sleep(1.0)
+    child = started_waiter(ctx, flag)
     flag.set()
     child.join(20)
     assert child.exitcode == 0
