@@ -108,9 +108,9 @@ def read_json(path):
 # the mark it needs: the tiers cannot drift from what the tests do.
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
-# names whose use in a test's code starts a process: the subprocess module and its Popen, multiprocessing's
-# Process and Pool (a context's ``ctx.Process``), Ray
-SPAWNING_NAMES = frozenset({"subprocess", "Popen", "Process", "Pool", "ray"})
+# names whose use in a test's code starts a process: subprocess's Popen and functions (``run`` and ``call`` where the
+# code names the subprocess module too), multiprocessing's Process and Pool (a context's ``ctx.Process``)
+SPAWNING_NAMES = frozenset({"Popen", "Process", "Pool", "check_output", "check_call", "getoutput", "getstatusoutput"})
 
 
 def code_objects(code):
@@ -129,6 +129,8 @@ def starts_processes(func, seen=None):
         return False
     seen.add(func)
     for code in code_objects(func.__code__):
+        if "subprocess" in code.co_names and {"run", "call"} & set(code.co_names):
+            return True
         for name in code.co_names:
             if name in SPAWNING_NAMES:
                 return True
@@ -242,10 +244,43 @@ def as_a_terminal_job():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+STARTED = []  # the runs start_run started in the test under way: none outlives it (no_run_outlives_its_test)
+
+
 def start_run(tmp_path, *flags, env=None):
+    """``python main.py FLAGS`` in the background, in a session of its own (its pid is the session's id), with
+    tmp_path's output folders; the test waits for what it checks and stops it (``stop_run``)."""
     cmd = [sys.executable, os.path.join(ROOT, "main.py"), *map(str, flags), *map(str, out_dirs(tmp_path))]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=as_a_terminal_job, env={**os.environ, **(env or {})})
+    STARTED.append(proc)
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def no_run_outlives_its_test():
+    """A test that failed before it stopped its run (a wait that timed out, say) leaves no process behind: every
+    process of the run's session is killed when the test ends."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        for pid, state in session_processes(proc.pid):
+            if state != "Z":
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=30)
+
+
+def stop_run(proc, sig=signal.SIGINT, timeout=120):
+    """End a run a test started with ``start_run`` once it has seen what it waited for, rather than at a time limit:
+    Ctrl-C as a terminal sends it (SIGINT to the whole group; exit 130, state saved), or ``sig`` to main.py alone.
+    Returns (stdout, stderr)."""
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)
+    else:
+        os.kill(proc.pid, sig)
+    return proc.communicate(timeout=timeout)
 
 
 def wait_for(predicate, timeout=90):
