@@ -45,11 +45,17 @@ def run_main(*flags, timeout=300, cwd=None, **popen):
 
 def main_in_process(*flags, cwd=None):
     """``python main.py FLAGS`` in this process, for input it refuses before it starts anything (a start-up of Python,
-    torch and the emulators saved per case): its ``returncode``, ``stdout`` and ``stderr`` as a CompletedProcess
-    has them (the warnings a user would see there included). Flags main.py accepts would start a run: the
-    in-process tier's guard stops it."""
+    torch and the emulators saved per case): ``in_process`` of main.py's ``main``. Flags main.py accepts would start
+    a run: the in-process tier's guard stops it."""
     import main
 
+    return in_process(main.main, *flags, cwd=cwd)
+
+
+def in_process(entry, *flags, cwd=None):
+    """A command's ``main(argv)`` (main.py's, gym_eval.py's, a tool's) called in this process as the command line
+    would call it, from ``cwd`` (the repository by default): its ``returncode``, ``stdout`` and ``stderr`` as a
+    CompletedProcess has them (the warnings a user would see there included)."""
     out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     os.chdir(cwd or ROOT)
@@ -60,12 +66,12 @@ def main_in_process(*flags, cwd=None):
             for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
                 warnings.filterwarnings("ignore", category=category)
             try:
-                code = main.main([str(flag) for flag in flags])
+                code = entry([str(flag) for flag in flags])
             except SystemExit as exc:  # argparse's errors
                 code = exc.code
     finally:
         os.chdir(here)
-        for signum, handler in handlers.items():  # a refusal after the run's start-up set its own
+        for signum, handler in handlers.items():  # a refusal after a run's start-up set its own
             signal.signal(signum, handler)
     stderr = err.getvalue() + "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
                                       for w in shown)

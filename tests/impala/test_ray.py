@@ -171,15 +171,17 @@ def test_ray_run_writes_the_same_run_directory_and_resumes_with_shm_and_back(tmp
 
 @needs_ray
 @pytest.mark.slow
-def test_replay_and_trust_region_sit_on_the_ray_boundary_too(tmp_path):
-    """Elite sampling ranks by the features the actors store: they travel with the Ray actors' unrolls."""
+def test_float_actions_replay_and_trust_region_sit_on_the_ray_boundary_too(tmp_path):
+    """A Box task's float actions cross the wire, and elite sampling ranks by the features the actors store: they
+    travel with the Ray actors' unrolls; LASER's mask masks some of them."""
     replay = ('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, {"type": "custom", "capacity": 100, '
               '"sample_ratio": 0.5, "dist_function": "ln_norm", "sample_strategy": "elite_sampling"}]')
-    result = run_main(*RAY, "--replay-parameters", replay, "--kl-mask", "--max-frames", "10000", *out_dirs(tmp_path),
-                      timeout=300, env=QUIET_RAY)
+    result = run_main(*RAY, "--env", "Pendulum-v1", "--replay-parameters", replay, "--kl-mask", "--max-frames",
+                      "10000", *out_dirs(tmp_path), timeout=300, env=QUIET_RAY)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "Gaussian policy over 1 dimension" in result.stdout + result.stderr
     summary = read_json(tmp_path / "run" / "summary.json")
-    assert summary["masked_of_steps"] > 0 and summary["skipped_updates"] == 0
+    assert summary["masked_of_steps"] > 0 and summary["skipped_updates"] == 0 and summary["frames"] >= 10000
 
 
 @needs_ray
