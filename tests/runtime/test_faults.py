@@ -21,6 +21,7 @@ from conftest import (
     run_main,
     session_processes,
     start_run,
+    stop_run,
     wait_for,
 )
 from core.errors import BAD_INPUT_ERRORS
@@ -31,7 +32,7 @@ CARTPOLE = ["--env", "CartPole-v1", "--workers", "2", "--hidden-size", "32", "--
 @pytest.mark.slow
 @pytest.mark.parametrize("victim", ["worker 0", "evaluator"])
 def test_killed_child_is_replaced_and_the_run_goes_on(tmp_path, victim):
-    proc = start_run(tmp_path, *CARTPOLE, "--max-seconds", "25")
+    proc = start_run(tmp_path, *CARTPOLE, "--max-seconds", "900")  # stopped once the new one has played on
     wait_for(lambda: evaluator_games(tmp_path) >= 3)
     old_pid = child_pids(tmp_path)[victim]
     model_file = tmp_path / "trained_models" / "CartPole-v1.pt"
@@ -40,11 +41,11 @@ def test_killed_child_is_replaced_and_the_run_goes_on(tmp_path, victim):
     new_pid = wait_for(lambda: child_pids(tmp_path).get(victim) != old_pid and child_pids(tmp_path)[victim], 15)
     games = evaluator_games(tmp_path)
     wait_for(lambda: evaluator_games(tmp_path) > games + 2, 60)  # the (new) evaluator plays on
-    stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr[-2000:]
+    stdout, stderr = stop_run(proc)
+    assert proc.returncode == 130, stderr[-2000:]
     assert f"{victim} (pid {old_pid}) was killed by SIGKILL; restarting it" in stderr
     summary = read_json(tmp_path / "run" / "summary.json")
-    assert summary["stop_reason"] == "max_seconds" and summary["restarts"] == 1
+    assert summary["stop_reason"] == "interrupted" and summary["restarts"] == 1
     assert new_pid != old_pid
     # --save-max: the best model on disk never gets worse, also across a new evaluator
     assert torch.load(model_file, weights_only=True)["return"] >= best_before
@@ -96,7 +97,7 @@ def test_failed_saves_keep_the_previous_checkpoint_and_training_goes_on(tmp_path
     checkpoint = tmp_path / "run" / "checkpoint.pt"
     before, first_frames = checkpoint.read_bytes(), read_json(tmp_path / "run" / "summary.json")["frames"]
     # the disk is "full" for every save of the resumed run: periodic ones and the final one
-    limit = first_frames + 30000  # the first run overshoots its 2000 by up to a poll's worth of frames
+    limit = first_frames + 10000  # the first run overshoots its 2000 by up to a poll's worth of frames
     second = run_main("--resume", tmp_path / "run", "--max-frames", limit, "--checkpoint-interval", "1",
                       timeout=180, env={**os.environ, "A3G_FAULT": "save_enospc"})
     assert second.returncode == 0, second.stderr[-2000:]
