@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from conftest import ROOT, as_a_terminal_job, command, read_json
+from conftest import ROOT, as_a_terminal_job, command, in_process, read_json
 from tools import sweep
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -22,6 +22,11 @@ FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return"
 def run_sweep(*flags, timeout=120, **popen):
     return subprocess.run([*command("sweep"), *map(str, flags)], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, **popen)
+
+
+def sweep_here(*flags):
+    """``python -m tools.sweep FLAGS`` in this process, where it starts no run (reports, refusals)."""
+    return in_process(sweep.main, *flags)
 
 
 def crafted_run(folder, means, seed, window=3, stop_reason="max_frames"):
@@ -59,7 +64,7 @@ def assert_bad_input(result, *words):
 
 
 def test_report_of_crafted_runs(crafted_sweep):
-    result = run_sweep("--report", crafted_sweep, "--score", 50, "--budgets", 1500, 4500)
+    result = sweep_here("--report", crafted_sweep, "--score", 50, "--budgets", 1500, 4500)
     assert result.returncode == 0, result.stderr
     report = read_json(crafted_sweep / "sweep.json")
     runs = {r["run"]: r for r in report["runs"]}
@@ -87,14 +92,14 @@ def test_report_of_crafted_runs(crafted_sweep):
 
 
 def test_report_again_keeps_what_the_sweep_knew(crafted_sweep):
-    assert run_sweep("--report", crafted_sweep, "--score", 50).returncode == 0
+    assert sweep_here("--report", crafted_sweep, "--score", 50).returncode == 0
     report = read_json(crafted_sweep / "sweep.json")
     report["runs"][0]["exit_code"] = 1  # as the sweep would have recorded a run that exited 1
     report["note"] = "shared the machine with another run"  # written by hand
     report["flags_now"] = "--lr-decay none"  # a key the report knows nothing of, written by hand
     (crafted_sweep / "sweep.json").write_text(json.dumps(report))
     assert "note" not in (crafted_sweep / "sweep.md").read_text()
-    assert run_sweep("--report", crafted_sweep).returncode == 0  # score and budgets from sweep.json
+    assert sweep_here("--report", crafted_sweep).returncode == 0  # score and budgets from sweep.json
     again = read_json(crafted_sweep / "sweep.json")
     assert again["score"] == 50 and again["budgets"] == report["budgets"] == [1000, 2000, 3000, 4000]
     assert again["runs"][0]["exit_code"] == 1 and again["runs"][0]["score_seconds"] is None
@@ -102,18 +107,19 @@ def test_report_again_keeps_what_the_sweep_knew(crafted_sweep):
     assert "- note: shared the machine with another run" in (crafted_sweep / "sweep.md").read_text()
 
 
+@pytest.mark.e2e  # the sweep reads the machine and the commit from lscpu and git
 def test_a_recorded_branch_that_is_gone_is_one_line(crafted_sweep):
     """sweep.json names the branch --resume continued run1 in; a copy of the folder without it is refused in one
     line by --report and --resume (it was a traceback), naming the branch; the record keeps it."""
-    assert run_sweep("--report", crafted_sweep).returncode == 0
+    assert sweep_here("--report", crafted_sweep).returncode == 0
     report = read_json(crafted_sweep / "sweep.json")
     report["runs"][0]["dir"] = "run1-from-3000"
     report["sweep_command"] = "python -m tools.sweep --runs 5 --frames 6000 --out X -- --env CartPole-v1"
     (crafted_sweep / "sweep.json").write_text(json.dumps(report))
     before = (crafted_sweep / "sweep.json").read_text()
-    assert_bad_input(run_sweep("--report", crafted_sweep), "run1 went on in run1-from-3000", "put it back")
+    assert_bad_input(sweep_here("--report", crafted_sweep), "run1 went on in run1-from-3000", "put it back")
     assert (crafted_sweep / "sweep.json").read_text() == before
-    assert_bad_input(run_sweep("--resume", crafted_sweep), "run1 went on in run1-from-3000", "put it back")
+    assert_bad_input(sweep_here("--resume", crafted_sweep), "run1 went on in run1-from-3000", "put it back")
     assert read_json(crafted_sweep / "sweep.json")["runs"][0]["dir"] == "run1-from-3000"
 
 
@@ -130,6 +136,7 @@ def test_default_budgets():
     assert sweep.default_budgets([{"frames": None}]) == []
 
 
+@pytest.mark.e2e  # the sweep reads the machine and the commit from lscpu and git
 def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
     (tmp_path / "empty").mkdir()
     new = tmp_path / "new"
@@ -163,7 +170,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
         (["--resume", crafted_sweep, "--", "--env", "CartPole-v1"], ["--resume", "alone"]),
     ]
     for flags, words in cases:
-        assert_bad_input(run_sweep(*flags), *words)
+        assert_bad_input(sweep_here(*flags), *words)
     assert not new.exists() and (tmp_path / "a_file").read_text() == "a user's notes"
     assert os.listdir(tmp_path / "a_run") == ["args.json"]
 
@@ -177,7 +184,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, crafted_sweep):
     (["--no-such-flag"], ["--no-such-flag"]),  # main.py's own parser, before any run
 ])
 def test_main_flags_that_sweep_refuses(flags, words, tmp_path):
-    assert_bad_input(run_sweep("--frames", 1000, "--out", tmp_path / "s", "--", *flags), *words)
+    assert_bad_input(sweep_here("--frames", 1000, "--out", tmp_path / "s", "--", *flags), *words)
     assert not (tmp_path / "s" / "run1").exists()
 
 
@@ -310,34 +317,35 @@ def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
 def test_a_hand_edited_sweep_json_is_read_for_what_it_holds(crafted_sweep):
     """Entries of the wrong kind are left out of the report; a command that is no sweep's is nothing to resume."""
     (crafted_sweep / "sweep.json").write_text(json.dumps({"runs": 5, "score": "high", "budgets": "all"}))
-    result = run_sweep("--report", crafted_sweep)
+    result = sweep_here("--report", crafted_sweep)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert read_json(crafted_sweep / "sweep.json")["score"] is None
     (crafted_sweep / "sweep.json").write_text('{"sweep_command": "python -m tools.sweep", "note": "mine",}')
-    assert_bad_input(run_sweep("--report", crafted_sweep), "cannot be read as JSON", "it is kept")
+    assert_bad_input(sweep_here("--report", crafted_sweep), "cannot be read as JSON", "it is kept")
     assert (crafted_sweep / "sweep.json").read_text().endswith('"mine",}')
     command = f"python -m tools.sweep --resume {crafted_sweep}"  # would resume itself for ever
     (crafted_sweep / "sweep.json").write_text(json.dumps({"sweep_command": command}))
-    assert_bad_input(run_sweep("--resume", crafted_sweep), "names no sweep to run")
+    assert_bad_input(sweep_here("--resume", crafted_sweep), "names no sweep to run")
 
 
+@pytest.mark.e2e  # the sweep reads the machine and the commit from lscpu and git
 def test_resume_runs_nothing_for_runs_that_ended_and_refuses_one_cut_before_its_first_checkpoint(crafted_sweep):
     """Runs that finished or crashed stay as they ended (no training starts); a run with files but no checkpoint
     has nothing to go on from: one line, exit 2, naming the folder to move."""
     command = f"python -m tools.sweep --runs 5 --frames 4000 --out {crafted_sweep} -- --env CartPole-v1"
     (crafted_sweep / "sweep.json").write_text(json.dumps({"sweep_command": command, "runs": []}))
-    result = run_sweep("--resume", crafted_sweep)
+    result = sweep_here("--resume", crafted_sweep)
     assert result.returncode == 1, result.stdout + result.stderr  # run 5 crashed: a result the resume keeps
     assert "started" not in result.stdout and "resumed from" not in result.stdout
     report = read_json(crafted_sweep / "sweep.json")
     assert [(r["run"], r["exit_code"]) for r in report["runs"]] == [("run1", 0), ("run2", 0), ("run3", 0),
                                                                      ("run4", 0), ("run5", 1)]
     assert len(report["resumed"]) == 1 and report["sweep_command"] == command
-    again = run_sweep(f"--resume={crafted_sweep}")  # argparse's other spelling is the same flag
+    again = sweep_here(f"--resume={crafted_sweep}")  # argparse's other spelling is the same flag
     assert again.returncode == 1 and len(read_json(crafted_sweep / "sweep.json")["resumed"]) == 2, again.stderr
 
     (crafted_sweep / "run5" / "summary.json").unlink()  # killed, and before any checkpoint
-    assert_bad_input(run_sweep("--resume", crafted_sweep), "run 5", "first checkpoint", "run5")
+    assert_bad_input(sweep_here("--resume", crafted_sweep), "run 5", "first checkpoint", "run5")
 
 
 def test_newest_part_follows_the_branches_a_resume_wrote(tmp_path):
