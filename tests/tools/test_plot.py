@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, command
+from conftest import ROOT, command, in_process
 from tools import plot as plot_tool
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -14,8 +14,8 @@ FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return"
 
 
 def run_plot(*flags):
-    return subprocess.run([*command("plot"), *map(str, flags)], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
+    """``python -m tools.plot FLAGS`` in this process (the command itself: test_real_run_default_output)."""
+    return in_process(plot_tool.main, *flags)
 
 
 def assert_png(path):
@@ -59,7 +59,7 @@ def test_one_run_given_as_its_progress_csv_is_drawn_into_its_folder(tmp_path):
 @pytest.mark.slow
 def test_real_run_default_output(cartpole_run):
     run = cartpole_run / "run"
-    result = run_plot(run)
+    result = subprocess.run([*command("plot"), str(run)], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert_png(run / "progress.png")
 
