@@ -96,7 +96,7 @@ def interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog="python -m tools.soak", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=600)
@@ -107,7 +107,7 @@ def main() -> int:
                    help="write the figures here (an earlier soak result there is replaced, any other file kept)")
     p.add_argument("--keep", action="store_true", help="keep the run's files (kept anyway when the soak fails)")
     p.add_argument("extra", nargs=argparse.REMAINDER, help="more flags for main.py (after --)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     for flag, value in (("--seconds", args.seconds), ("--interval", args.interval), ("--workers", args.workers)):
         if not (math.isfinite(value) and value > 0):
             p.error(f"{flag} must be above 0, got {value:g}")

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import torch
 
-from conftest import ROOT, assert_bad_input, command, main_in_process, out_dirs, read_json, run_main
+from conftest import ROOT, assert_bad_input, command, in_process, main_in_process, out_dirs, read_json, run_main
 from core.errors import BadInput
 from envs.environment import ATARI_CONFIG, EnvSettings
 
@@ -553,10 +553,13 @@ def saved_frames(run):
                                           (["--json", "/proc/a3g-soak.json"], ["--json", "cannot be written"]),
                                           (["--json", "."], ["--json", "is a folder"]),
                                           (["--json", "README.md"], ["--json", "holds no tools.soak results"])])
-def test_soak_refuses_a_bad_budget_before_it_starts_a_run(flags, words, tmp_path):
-    result = subprocess.run([*command("soak"), "--env", "CartPole-v1", *flags], capture_output=True, text=True,
-                            timeout=120, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
-    assert_bad_input(result, *words)
+def test_soak_refuses_a_bad_budget_before_it_starts_a_run(flags, words, tmp_path, monkeypatch):
+    import tempfile
+
+    from tools import soak
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the soak's run folder would go
+    assert_bad_input(in_process(soak.main, "--env", "CartPole-v1", *flags), *words)
     assert not list(tmp_path.glob("a3g-soak-*"))  # no run folder was made
 
 
