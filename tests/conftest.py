@@ -255,8 +255,10 @@ STARTED = []  # the runs start_run started in the test under way: none outlives 
 
 def start_run(tmp_path, *flags, env=None):
     """``python main.py FLAGS`` in the background, in a session of its own (its pid is the session's id), with
-    tmp_path's output folders; the test waits for what it checks and stops it (``stop_run``)."""
-    cmd = [sys.executable, os.path.join(ROOT, "main.py"), *map(str, flags), *map(str, out_dirs(tmp_path))]
+    tmp_path's output folders (None: the flags say where, or main.py's defaults); the test waits for what it checks
+    and stops it (``stop_run``)."""
+    outputs = out_dirs(tmp_path) if tmp_path is not None else []
+    cmd = [sys.executable, os.path.join(ROOT, "main.py"), *map(str, flags), *map(str, outputs)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=as_a_terminal_job, env={**os.environ, **(env or {})})
     STARTED.append(proc)
