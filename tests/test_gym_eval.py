@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import ROOT, command
+from conftest import ROOT, command, in_process
 from envs.environment import ATARI_CONFIG, EnvSettings, env_conf_for, load_env_config
 from model import build_model, model_meta
 
@@ -23,7 +23,15 @@ CARTPOLE_RENDER = (400, 600)  # rows, columns of CartPole-v1's rgb_array frames
 ATARI_RENDER = (210, 160)
 
 
-def run_eval(*flags, env=None, timeout=120):
+def run_eval(*flags, timeout=None):
+    """``python gym_eval.py FLAGS`` in this process (a start-up of Python and torch saved per call)."""
+    import gym_eval
+
+    return in_process(gym_eval.main, *flags)
+
+
+def run_eval_command(*flags, env=None, timeout=120):
+    """``python gym_eval.py FLAGS`` as a user runs it: a process of its own, in ``env``."""
     return subprocess.run([sys.executable, os.path.join(ROOT, "gym_eval.py"), *map(str, flags)],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
@@ -314,7 +322,7 @@ def test_earlier_records_in_a_folder_named_like_a_pattern_are_kept(bad_files, tm
 
 @pytest.mark.parametrize("case", ["unknown env", "garbage file", "num-episodes 0", "model of another game"])
 def test_bad_input_as_a_user_sees_it(case, bad_files):
-    result = run_eval(*[f.format(tmp=bad_files) for f in BAD[case]], "--log-dir", bad_files / "logs")
+    result = run_eval_command(*[f.format(tmp=bad_files) for f in BAD[case]], "--log-dir", bad_files / "logs")
     assert result.returncode == 2, (case, result.stdout, result.stderr)
     lines = error_lines(result.stderr)
     assert len(lines) == 1 and lines[0].startswith("gym_eval.py: error: "), result.stderr
@@ -324,8 +332,8 @@ def test_bad_input_as_a_user_sees_it(case, bad_files):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the no-display check is for X11/Wayland")
 def test_render_without_display_says_so(bad_files):
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    result = run_eval("--env", "CartPole-v1", "-lmd", bad_files, "--render", "--log-dir", bad_files / "logs",
-                      env=env)
+    result = run_eval_command("--env", "CartPole-v1", "-lmd", bad_files, "--render", "--log-dir",
+                              bad_files / "logs", env=env)
     assert result.returncode == 2
     lines = error_lines(result.stderr)
     assert len(lines) == 1 and ("display" in lines[0] or "pygame" in lines[0]) and "--record" in lines[0]
