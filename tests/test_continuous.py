@@ -505,7 +505,6 @@ def test_impala_with_replays_masks_and_the_inference_server(flags, tmp_path):
     assert summary["frames"] >= 8000 and summary["skipped_updates"] == 0
 
 
-@pytest.mark.slow
 def test_pendulum_learns(tmp_path):
     """CI-sized: with README's Pendulum command, the evaluator's mean of 10 games passes -400 (random play: about
     -1,200) within 3M frames (BENCHMARKS.md: -200 within ~0.5M frames, 26 s on a fast 2-core machine; of 42 runs of

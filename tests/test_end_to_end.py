@@ -13,7 +13,6 @@ import torch
 from conftest import ROOT, as_a_terminal_job, out_dirs, read_json, run_main, session_processes, wait_for
 from core.schedule import entropy_coef, learning_rate
 
-pytestmark = pytest.mark.slow
 
 # CartPole settings that solve it in a minute or two on 2 cores (see BENCHMARKS.md for the measured times)
 CARTPOLE = ["--env", "CartPole-v1", "--workers", "2", "--lr", "2e-3", "--hidden-size", "64", "--value-coef", "0.1",

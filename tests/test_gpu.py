@@ -30,7 +30,6 @@ def test_recurrent_state_stays_float32_under_cuda_bf16_autocast():
 
 
 @needs_cuda
-@pytest.mark.slow
 def test_short_cartpole_run_on_gpu_0(tmp_path):
     result = run_main("--env", "CartPole-v1", "--gpu-ids", "0", "--max-frames", "5000", "--no-tensorboard-logger",
                       *out_dirs(tmp_path), timeout=600, env=gpu_env())

@@ -72,7 +72,6 @@ def decode_mp4(path):
     return frames, fps
 
 
-@pytest.mark.slow
 def test_scores_summary_and_json_agree(cartpole_model, tmp_path):
     out = tmp_path / "scores.json"
     result = run_eval("--env", "CartPole-v1", "--model-path", cartpole_model, "--num-episodes", 8,
@@ -101,7 +100,6 @@ def test_scores_summary_and_json_agree(cartpole_model, tmp_path):
     assert lines[-1] in log and "Episode 8/8" in log
 
 
-@pytest.mark.slow
 def test_model_found_in_load_model_dir_and_length_override(cartpole_model, tmp_path):
     result = run_eval("--env", "CartPole-v1", "-lmd", cartpole_model.parent, "-ne", 3, "-mel", 7,
                       "--log-dir", tmp_path, "--json", tmp_path / "s.json")
@@ -109,7 +107,6 @@ def test_model_found_in_load_model_dir_and_length_override(cartpole_model, tmp_p
     assert all(e["length"] <= 7 for e in json.loads((tmp_path / "s.json").read_text())["episodes"])
 
 
-@pytest.mark.slow
 def test_record_mp4_every_render_freq_th_game(cartpole_model, tmp_path):
     videos = tmp_path / "videos"
     result = run_eval("--model-path", cartpole_model, "-ne", 3, "-rf", 2, "-mel", 25, "--record", videos,
@@ -130,7 +127,6 @@ def test_record_mp4_every_render_freq_th_game(cartpole_model, tmp_path):
         assert frames[0].std() > 1  # a picture, not a blank
 
 
-@pytest.mark.slow
 def test_record_gif(cartpole_model, tmp_path):
     result = run_eval("--model-path", cartpole_model, "-ne", 1, "-mel", 12, "--record", tmp_path,
                       "--video-format", "gif", "--log-dir", tmp_path, "--json", tmp_path / "s.json")

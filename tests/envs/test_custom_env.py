@@ -42,7 +42,6 @@ def corridor_run(tmp_path_factory):
     return tmp
 
 
-@pytest.mark.slow
 def test_a_module_id_trains_with_two_workers_and_gym_eval_plays_it(corridor_run):
     summary = read_json(corridor_run / "run" / "summary.json")
     assert summary["frames"] >= 20000 and summary["best_return"] == 1.0
@@ -52,7 +51,6 @@ def test_a_module_id_trains_with_two_workers_and_gym_eval_plays_it(corridor_run)
     assert "Corridor-v0: mean" in played.stdout
 
 
-@pytest.mark.slow
 def test_a_model_file_never_makes_a3g_import_its_module(corridor_run):
     refused = gym_eval("--model-path", corridor_run / "run", "--num-episodes", "1", "--log-dir", corridor_run / "logs")
     assert_bad_input(refused, "--env a3g_test_envs:Corridor-v0", "never makes a3g import code")
@@ -64,7 +62,6 @@ def test_a_model_file_never_makes_a3g_import_its_module(corridor_run):
     assert_bad_input(resumed, "--gym-packages a3g_test_envs", "never makes a3g import code")
 
 
-@pytest.mark.slow
 def test_a_sweep_of_a_module_id_plays_its_final_games(tmp_path):
     """gym_eval.py is told the module again: the model file names it, and never makes a3g import it."""
     import subprocess

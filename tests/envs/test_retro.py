@@ -454,7 +454,6 @@ def airstriker_run(tmp_path_factory, airstriker_states):
     return tmp, result
 
 
-@pytest.mark.slow
 def test_training_run_on_airstriker(airstriker_run):
     tmp, result = airstriker_run
     assert "defaults for retro games on a CPU-only machine" in result.stdout and "--envs-per-worker 1" in result.stdout
@@ -468,7 +467,6 @@ def test_training_run_on_airstriker(airstriker_run):
     assert [os.path.basename(p) for p in retro["eval_states"]] == ["step120.state"]
 
 
-@pytest.mark.slow
 def test_gym_eval_plays_records_and_scores_airstriker(airstriker_run, tmp_path):
     tmp, _ = airstriker_run
     model = tmp / "trained_models" / f"{AIRSTRIKER}.pt"
@@ -493,7 +491,6 @@ def test_gym_eval_plays_records_and_scores_airstriker(airstriker_run, tmp_path):
     assert f"{AIRSTRIKER}: mean" in result.stdout
 
 
-@pytest.mark.slow
 def test_gym_eval_plays_the_states_it_is_given(airstriker_run, airstriker_states, tmp_path):
     tmp, _ = airstriker_run
     model = tmp / "trained_models" / f"{AIRSTRIKER}.pt"

@@ -279,7 +279,6 @@ def test_the_learner_bootstraps_a_cut_episode_from_its_own_value_of_the_stored_o
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.slow
 def test_impala_run_writes_the_same_run_directory_and_resumes_as_a3g(tmp_path):
     first = run_main(*CARTPOLE, "--max-frames", "6000", *out_dirs(tmp_path), timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -298,7 +297,6 @@ def test_impala_run_writes_the_same_run_directory_and_resumes_as_a3g(tmp_path):
     assert read_json(run / "summary.json")["frames"] >= target
 
 
-@pytest.mark.slow
 def test_a_run_whose_episodes_a_time_limit_cuts_learns_values_beyond_the_cut(tmp_path):
     """--max-episode-length 5 with unrolls of 20 steps (4 cuts an unroll, each bootstrapped by the learner), through
     the inference server, a replay and the cloning losses: the run ends normally, and the critic values CartPole's
@@ -320,14 +318,12 @@ def test_a_run_whose_episodes_a_time_limit_cuts_learns_values_beyond_the_cut(tmp
     assert values.min().item() > 5.0
 
 
-@pytest.mark.slow
 def test_max_policy_lag_drops_and_counts_old_unrolls(tmp_path):
     result = run_main(*CARTPOLE, "--max-policy-lag", "0", "--max-frames", "6000", *out_dirs(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert read_json(tmp_path / "run" / "summary.json")["dropped_unrolls"] > 0
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("victim, flags", [("actor 0", []), ("learner", []), ("inference", ["--inference", "server"])])
 def test_killed_role_is_replaced_and_learning_goes_on(tmp_path, victim, flags):
     proc = start_run(tmp_path, *CARTPOLE, *flags, "--max-seconds", "900")  # stopped once it has played on
@@ -353,7 +349,6 @@ def test_batch_larger_than_the_slots_can_fill_is_bad_input(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
 def test_a_batch_that_is_not_a_multiple_of_the_envs_does_not_hang(tmp_path):
     """One actor of 4 envs and batches of 7: with 8 slots the actor could be left with 3 free slots (it claims 4
     at once) and the learner with 5 full ones (it waits for 7), for ever. The slots grow to fit the batch."""

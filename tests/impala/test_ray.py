@@ -141,7 +141,6 @@ def test_address_that_answers_but_is_no_ray_cluster_is_bad_input_within_30_secon
 
 
 @needs_ray
-@pytest.mark.slow
 def test_ray_run_writes_the_same_run_directory_and_resumes_with_shm_and_back(tmp_path):
     first = run_main(*RAY, "--max-frames", "20000", *out_dirs(tmp_path), timeout=300, env=QUIET_RAY)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -170,7 +169,6 @@ def test_ray_run_writes_the_same_run_directory_and_resumes_with_shm_and_back(tmp
 
 
 @needs_ray
-@pytest.mark.slow
 def test_float_actions_replay_and_trust_region_sit_on_the_ray_boundary_too(tmp_path):
     """A Box task's float actions cross the wire, and elite sampling ranks by the features the actors store: they
     travel with the Ray actors' unrolls; LASER's mask masks some of them."""
@@ -185,7 +183,6 @@ def test_float_actions_replay_and_trust_region_sit_on_the_ray_boundary_too(tmp_p
 
 
 @needs_ray
-@pytest.mark.slow
 def test_a_killed_actor_then_a_killed_learner_are_replaced_and_ctrl_c_stops_every_ray_process(tmp_path):
     """One run, three faults in turn: actor 0 killed is replaced by a new actor and the run goes on; the learner
     killed is restarted, Ray ends the dead learner's actors (they belong to its job) and the new learner starts its
@@ -222,7 +219,6 @@ def test_a_killed_actor_then_a_killed_learner_are_replaced_and_ctrl_c_stops_ever
 
 
 @needs_ray
-@pytest.mark.slow
 def test_a_pong_actor_replaced_mid_run_sends_its_first_frames_again_and_sigterm_stops_every_ray_process(tmp_path):
     """Stacked frames cross the wire once: an actor's later unrolls leave out their first observation, which the
     learner kept from the actor's unroll before. A new actor of the same rank begins afresh, and the learner
@@ -253,7 +249,6 @@ def training_games(tmp_path):
 
 
 @needs_ray
-@pytest.mark.slow
 def test_more_actor_deaths_than_max_restarts_end_the_run_in_one_line(tmp_path):
     proc = start_run(tmp_path, *RAY, "--max-restarts", "0", "--max-seconds", "120", env=QUIET_RAY)
     node, pid = wait_for(lambda: actor_placements(tmp_path).get(0), 60)
@@ -293,7 +288,6 @@ def ray_session(flags, env):
 
 
 @needs_ray
-@pytest.mark.slow
 def test_two_node_cluster_runs_actors_on_both_and_survives_losing_one(tmp_path):
     """A user's cluster: a head and a second node on this machine (``ray start``), joined with --ray-address; one
     actor on each node; the second node's raylet killed mid-run; the cluster left running when the run ends.

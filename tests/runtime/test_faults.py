@@ -30,7 +30,6 @@ from core.errors import BAD_INPUT_ERRORS
 CARTPOLE = ["--env", "CartPole-v1", "--workers", "2", "--hidden-size", "32", "--no-tensorboard-logger"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("victim", ["worker 0", "evaluator"])
 def test_killed_child_is_replaced_and_the_run_goes_on(tmp_path, victim):
     proc = start_run(tmp_path, *CARTPOLE, "--max-seconds", "900")  # stopped once the new one has played on
@@ -64,7 +63,6 @@ def test_restart_window_counts_the_deaths_of_the_last_seconds_only():
     assert window.so_far() == "1 of at most 2 within 0 s"
 
 
-@pytest.mark.slow
 def test_worker_that_keeps_crashing_stops_the_run_cleanly(tmp_path):
     proc = start_run(tmp_path, *CARTPOLE, "--max-restarts", "2", "--max-seconds", "120",
                      env={"A3G_FAULT": "worker_raise"})
@@ -77,7 +75,6 @@ def test_worker_that_keeps_crashing_stops_the_run_cleanly(tmp_path):
     assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["kind"] == "checkpoint"
 
 
-@pytest.mark.slow
 def test_non_finite_updates_are_skipped_and_never_reach_the_shared_model(tmp_path):
     result = run_main("--env", "CartPole-v1", "--workers", "1", "--hidden-size", "32", "--no-tensorboard-logger",
                       "--max-nonfinite", "20", "--max-seconds", "120", *out_dirs(tmp_path), timeout=180,
@@ -91,7 +88,6 @@ def test_non_finite_updates_are_skipped_and_never_reach_the_shared_model(tmp_pat
     assert all(s["step"] == 0 for s in checkpoint["optimizer"]["state"].values())  # not one update went through
 
 
-@pytest.mark.slow
 def test_failed_saves_keep_the_previous_checkpoint_and_training_goes_on(tmp_path):
     first = run_main(*CARTPOLE, "--max-frames", "2000", *out_dirs(tmp_path), timeout=180)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -127,7 +123,6 @@ def test_a_ctrl_c_while_the_run_starts_stops_it_with_its_state_saved(tmp_path):
     assert read_json(run / "summary.json")["frames"] >= 2000
 
 
-@pytest.mark.slow
 def test_resume_ignores_leftovers_of_an_interrupted_save(tmp_path):
     first = run_main(*CARTPOLE, "--max-frames", "2000", "--keep-checkpoints", "2", *out_dirs(tmp_path), timeout=180)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -143,7 +138,6 @@ def test_resume_ignores_leftovers_of_an_interrupted_save(tmp_path):
     assert len(archived) == 1 and torch.load(archived[0], weights_only=True)["frames"] == first_frames
 
 
-@pytest.mark.slow
 def test_supervisor_killed_with_sigkill_leaves_no_live_child(tmp_path):
     proc = start_run(tmp_path, *CARTPOLE, "--max-seconds", "120")
     wait_for(lambda: evaluator_games(tmp_path) >= 1)
@@ -230,7 +224,6 @@ def test_fuzzed_flags_are_accepted_or_rejected_cleanly(tmp_path):
             assert str(exc) and "\n" not in str(exc), argv
 
 
-@pytest.mark.slow
 def test_fuzzed_flags_end_to_end(tmp_path):
     """A few random flag sets through the real command line: exit 0 or 2, never a traceback, never a hang. A set
     the checks refuse is refused in this process (what main.py does before it starts anything); one they accept
@@ -254,7 +247,6 @@ def test_fuzzed_flags_end_to_end(tmp_path):
         assert "Traceback" not in result.stderr, (argv, result.stderr[-2000:])
 
 
-@pytest.mark.slow
 def test_a_soak_stopped_with_sigterm_stops_its_run_first(tmp_path):
     """SIGTERM to soak.py alone (a CI timeout, ``kill``): its run and every process of it stop before soak.py
     exits; the run trained on alone to its --seconds."""
@@ -277,7 +269,6 @@ def test_a_soak_stopped_with_sigterm_stops_its_run_first(tmp_path):
     assert list(temp.glob("a3g-soak-*/run/summary.json"))  # the run stopped as a stopped run does: saved
 
 
-@pytest.mark.slow
 def test_short_soak_has_no_leaks(tmp_path):
     """soak.py in miniature: 2 x cores workers; file descriptors, /dev/shm entries and memory stay flat."""
     out, temp = tmp_path / "soak.json", tmp_path / "temp"

@@ -379,7 +379,6 @@ def test_the_running_mean_starts_where_the_evaluator_began_to_play_as_it_plays_n
     assert start == 12 and "now plays greedy games from other start states" in note
 
 
-@pytest.mark.slow
 def test_a_resume_with_another_score_window_or_way_of_playing_starts_its_mean_again(tmp_path):
     """The best mean of 1 game (the best game) is no best mean of 1,000: the resumed run's summary says it has none
     yet, rather than the old window's figure under the new window's name. Greedy games are no sampled ones: a resume

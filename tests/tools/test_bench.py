@@ -9,7 +9,6 @@ import pytest
 from conftest import ROOT, command
 
 
-@pytest.mark.slow
 def test_bench_quick_runs_end_to_end(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run([*command("bench"), "--quick", "--json", str(out)], cwd=ROOT,
@@ -23,7 +22,6 @@ def test_bench_quick_runs_end_to_end(tmp_path):
     assert "frames/s" in result.stdout and "a3clstm:2" in result.stdout
 
 
-@pytest.mark.slow
 def test_bench_measures_impala_in_the_same_table(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run([*command("bench"), "--quick", "--configs", "nature:2", "nature:2:impala",
@@ -34,7 +32,6 @@ def test_bench_measures_impala_in_the_same_table(tmp_path):
     assert rows["nature:2"]["algo"] == "a3g"
 
 
-@pytest.mark.slow
 def test_bench_measures_a_continuous_task(tmp_path):
     """Box actions: the emulator ceiling steps random actions in [-1, 1], the runs train a Gaussian policy."""
     out = tmp_path / "bench.json"
@@ -143,7 +140,6 @@ def test_an_elite_token_with_steps_scores_that_many_steps():
 
 
 
-@pytest.mark.slow
 def test_a_configuration_whose_process_dies_is_named_not_measured(tmp_path):
     """A worker that crashes during the warm-up: the configuration is reported as not measured (it was the
     survivors' frames/s, with no word), the next one is measured, its figures kept, exit 1."""

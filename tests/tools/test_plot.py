@@ -56,7 +56,6 @@ def test_one_run_given_as_its_progress_csv_is_drawn_into_its_folder(tmp_path):
     assert not (tmp_path / "progress.png").exists()
 
 
-@pytest.mark.slow
 def test_real_run_default_output(cartpole_run):
     run = cartpole_run / "run"
     result = subprocess.run([*command("plot"), str(run)], capture_output=True, text=True, timeout=120, cwd=ROOT)

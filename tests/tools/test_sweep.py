@@ -203,7 +203,6 @@ def test_flags_main_py_refuses_end_the_sweep_at_run_1(tmp_path):
 TINY = ["--env", "CartPole-v1", "--workers", 1, "--hidden-size", 32, "--no-tensorboard-logger"]
 
 
-@pytest.mark.slow
 def test_real_sweep(tmp_path):
     out = tmp_path / "sweep"
     result = run_sweep("--runs", 2, "--frames", 3000, "--final-eval", 2, "--out", out, "--", *TINY, timeout=300)
@@ -229,7 +228,6 @@ def test_real_sweep(tmp_path):
     assert "final weights, greedy" in (out / "sweep.md").read_text()
 
 
-@pytest.mark.slow
 def test_ctrl_c_stops_the_sweep_after_the_running_run_saved(tmp_path):
     out = tmp_path / "sweep"
     flags = ["--runs", 3, "--seconds", 120, "--out", out, "--", *TINY]
@@ -248,7 +246,6 @@ def test_ctrl_c_stops_the_sweep_after_the_running_run_saved(tmp_path):
     assert (out / "sweep.md").exists() and (out / "sweep.png").exists()
 
 
-@pytest.mark.slow
 def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
     """A sweep killed outright (a reboot: no process saves) during run 1 carries on with --resume OUT: run 1 goes on
     from its last checkpoint in a branch beside it (games past that checkpoint were logged), which the report
