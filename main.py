@@ -37,7 +37,7 @@ from envs.environment import EnvSettings
 from impala.replay import check_run_memory
 from impala.shm import impala_roles
 from model import build_model, describe_network, fast_layout, flatten_parameters, set_log_std
-from runtime.checkpoints import FORMAT_VERSION, CheckpointWriter, frames_on_disk, resumed_file
+from runtime.checkpoints import CheckpointWriter, checkpoint_payload, frames_on_disk, resumed_file
 from runtime.config import check_budget_left, rate_past_its_fall, validate
 from runtime.context import RunContext
 from runtime.evaluator import window_start
@@ -178,22 +178,8 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
                                    protect=resumed_file(args.resume) if resumed is not None else None)
 
     def save_checkpoint():
-        return checkpoints.save({
-            "format_version": FORMAT_VERSION,
-            "kind": "checkpoint",
-            "env": settings.as_dict(),
-            "model_meta": meta,
-            "state_dict": shared_model.state_dict(),
-            "optimizer": optimizer.state_dict() if optimizer is not None else None,
-            "frames": float(state.frames.value),
-            "episodes": int(state.episodes.value),
-            "eval_episodes": int(state.eval_episodes.value),
-            "best_return": float(state.best_return.value),
-            "best_mean_return": float(state.best_mean_return.value),
-            "seconds": start_seconds + clock(),
-            "eval_window_start": first_game,
-            "args": {k: v for k, v in vars(args).items() if k != "frames_per_step"},  # "defaults": what it picked
-        })
+        return checkpoints.save(checkpoint_payload(settings.as_dict(), meta, shared_model, optimizer, state,
+                                                   start_seconds + clock(), first_game, args))
 
     device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})
     roles_line = (f"{args.workers} actor(s) and a learner" if args.algo == "impala" else f"{args.workers} worker(s)")

@@ -8,9 +8,10 @@
   of another network is a ``BadInput``: one line for the user, exit 2.
 """
 
+import argparse
 import os
 import zipfile
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -19,6 +20,9 @@ from core.files import atomic_torch_save, atomic_write_text, keep_as  # noqa: F4
 from core.policy import BOX_ACTIONS
 from envs.frames import FORMER_FRAME_NORM
 from model import same_network
+
+if TYPE_CHECKING:
+    from runtime.run_state import RunState
 
 FORMAT_VERSION = 1  # of checkpoint.pt and trained_models/<env>.pt; bump when their layout changes
 
@@ -143,6 +147,30 @@ def frames_on_disk(checkpoint_path: str, resume_path: str | None, resumed: dict 
         return int(load_checkpoint(checkpoint_path)["frames"])
     except (KeyError, TypeError, ValueError):
         return None  # unreadable: nothing worth archiving
+
+
+def checkpoint_payload(env: dict, meta: dict, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
+                       state: "RunState", seconds: float, eval_window_start: int, args: argparse.Namespace) -> dict:
+    """What ``checkpoint.pt`` holds: the environment's settings (``EnvSettings.as_dict``) and the network's
+    (``model_meta``), the shared weights and optimizer statistics (None with a private optimizer per worker), the
+    run's counters from ``state``, its ``seconds`` so far, the evaluator's first game of its running mean
+    (``evaluator.window_start``) and every flag, resolved (``"defaults"``: what auto picked)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "kind": "checkpoint",
+        "env": env,
+        "model_meta": meta,
+        "state_dict": model.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "frames": float(state.frames.value),
+        "episodes": int(state.episodes.value),
+        "eval_episodes": int(state.eval_episodes.value),
+        "best_return": float(state.best_return.value),
+        "best_mean_return": float(state.best_mean_return.value),
+        "seconds": seconds,
+        "eval_window_start": eval_window_start,
+        "args": {k: v for k, v in vars(args).items() if k != "frames_per_step"},
+    }
 
 
 class CheckpointWriter:

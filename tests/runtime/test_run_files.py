@@ -494,3 +494,56 @@ def test_a_folder_of_archived_checkpoints_alone_is_a_run_a_fresh_one_never_joins
     args = SimpleNamespace(run_dir=str(tmp_path / "kept"), resume=None, env="CartPole-v1", seed=1)
     with pytest.raises(BadInput, match="already holds a run"):
         choose_run_dir(args, None)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The checkpoint's round trip
+
+
+def test_a_checkpoint_round_trip_restores_the_training_state_exactly(tmp_path):
+    """What main.py saves (``checkpoint_payload`` through ``CheckpointWriter``) loads back with weights_only into a
+    new network and optimizer bit for bit: the weights, the optimizer's statistics (the next step is the same
+    step), the counters and the flags."""
+    import multiprocessing as mp
+
+    from model import build_model, model_meta
+    from runtime.checkpoints import checkpoint_payload, load_checkpoint
+    from runtime.run_state import RunState
+    from shared_optim import optimizer_for
+
+    torch.manual_seed(0)
+    args = SimpleNamespace(optimizer="Adam", lr=1e-3, eps=1e-5, amsgrad=False, alpha=0.99, momentum=0.0,
+                           env="CartPole-v1", frames_per_step=1)
+    meta = model_meta("mlp", [4], 2, 16)
+    models = [build_model(meta), build_model(meta)]
+    optimizers = [optimizer_for(args, models[0].parameters(), shared=True)]
+    obs = torch.randn(8, 4)
+
+    def step(model, optimizer):
+        optimizer.zero_grad()
+        value, logits, _ = model(obs, model.initial_state(8))
+        (value.pow(2).mean() + logits.logsumexp(-1).mean()).backward()
+        optimizer.step()
+
+    for _ in range(3):
+        step(models[0], optimizers[0])
+    state = RunState(mp.get_context("spawn"), 1, frames=12345.0, episodes=67, best_return=89.5,
+                     best_mean_return=45.25, eval_episodes=12)
+    writer = CheckpointWriter(str(tmp_path / "checkpoint.pt"), 1, print)
+    assert writer.save(checkpoint_payload({"env_id": "CartPole-v1"}, meta, models[0], optimizers[0], state, 61.5,
+                                          7, args))
+    loaded = load_checkpoint(tmp_path / "checkpoint.pt", kind="checkpoint")
+    assert loaded["model_meta"] == meta and loaded["env"] == {"env_id": "CartPole-v1"}
+    assert (loaded["frames"], loaded["episodes"], loaded["eval_episodes"]) == (12345.0, 67, 12)
+    assert (loaded["best_return"], loaded["best_mean_return"], loaded["seconds"]) == (89.5, 45.25, 61.5)
+    assert loaded["eval_window_start"] == 7 and loaded["args"]["lr"] == 1e-3 and "frames_per_step" not in loaded["args"]
+    models[1] = build_model(loaded["model_meta"])
+    models[1].load_state_dict(loaded["state_dict"])
+    optimizers.append(optimizer_for(args, models[1].parameters(), shared=True))
+    optimizers[1].load_state_dict(loaded["optimizer"])
+    for a, b in zip(models[0].state_dict().values(), models[1].state_dict().values()):
+        assert torch.equal(a, b)
+    for model, optimizer in zip(models, optimizers):  # the same statistics: the same next step
+        step(model, optimizer)
+    for a, b in zip(models[0].state_dict().values(), models[1].state_dict().values()):
+        assert torch.equal(a, b)
