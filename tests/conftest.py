@@ -314,6 +314,13 @@ def child_pids(tmp_path):
     return found
 
 
+def training_games(tmp_path):
+    """The rows in the run's games.csv so far: training games, counted as the actors' unrolls (and the workers'
+    rollouts) that hold them arrive."""
+    games = tmp_path / "run" / "games.csv"
+    return len(games.read_text().splitlines()) - 1 if games.exists() else 0
+
+
 def evaluator_games(tmp_path):
     progress = tmp_path / "run" / "progress.csv"
     return len(progress.read_text().splitlines()) - 1 if progress.exists() else 0

@@ -5,6 +5,7 @@ import csv
 import os
 
 import pytest
+import torch
 
 from conftest import (
     ROOT,
@@ -84,18 +85,31 @@ def test_gym_packages_registers_ids_and_a_bad_module_is_one_line(tmp_path):
     assert_bad_input(result, "unknown environment id", "--gym-packages")
 
 
-def test_eval_stochastic_samples_the_evaluators_actions(tmp_path):
+def test_eval_stochastic_samples_the_evaluators_actions_and_a_resume_that_turns_it_on_starts_the_mean_afresh(tmp_path):
     """In the corridor a greedy policy (deterministic, in a deterministic game) either walks straight to the end, 4
     steps, or loops until the 20-step limit; sampled actions give other lengths too. The learning rate is tiny so
-    that the policy stays near uniform for the whole run."""
-    lengths = {}
-    for name, flags in (("greedy", []), ("sampled", ["--eval-stochastic"])):
-        proc = start_run(tmp_path / name, "--env", ENV, "--workers", "1", "--lr", "1e-9", "--max-seconds", "900",
-                         "--no-tensorboard-logger", *flags, env=WITH_PACKAGE)
-        wait_for(lambda: evaluator_games(tmp_path / name) >= 10, 120)
-        stdout, stderr = stop_run(proc)
-        assert proc.returncode == 130, stderr[-2000:]
-        with open(tmp_path / name / "run" / "progress.csv", newline="") as f:
-            lengths[name] = [int(row["length"]) for row in csv.DictReader(f)]
-    assert set(lengths["greedy"]) <= {4, 20}, lengths["greedy"]
-    assert set(lengths["sampled"]) - {4, 20}, lengths["sampled"]
+    that the policy stays near uniform for the whole run. The run is resumed with --eval-stochastic: the evaluator's
+    running mean starts with the first sampled game (it takes no greedy one), and the resume says so."""
+    run = tmp_path / "run"
+    proc = start_run(tmp_path, "--env", ENV, "--workers", "1", "--lr", "1e-9", "--max-seconds", "900",
+                     "--no-tensorboard-logger", env=WITH_PACKAGE)
+    wait_for(lambda: evaluator_games(tmp_path) >= 10, 120)
+    stdout, stderr = stop_run(proc)
+    assert proc.returncode == 130, stderr[-2000:]
+    greedy = evaluator_games(tmp_path)
+    proc = start_run(None, "--resume", run, "--gym-packages", "a3g_test_envs", "--eval-stochastic", env=WITH_PACKAGE)
+    wait_for(lambda: evaluator_games(tmp_path) >= greedy + 10, 120)
+    stdout, stderr = stop_run(proc)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert (f"the evaluator now plays sampled games: its --score-window mean starts afresh, without the {greedy} "
+            "games already in progress.csv") in stderr
+    with open(run / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    lengths = [int(row["length"]) for row in rows]
+    assert set(lengths[:greedy]) <= {4, 20}, lengths[:greedy]
+    assert set(lengths[greedy:]) - {4, 20}, lengths[greedy:]
+    sampled = [float(row["return"]) for row in rows[greedy:]]
+    for i, row in enumerate(rows[greedy:]):  # the mean of the sampled games alone (the window is 10)
+        window = sampled[max(0, i - 9): i + 1]
+        assert float(row["mean_return"]) == pytest.approx(sum(window) / len(window), abs=1e-3)
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["eval_window_start"] == greedy

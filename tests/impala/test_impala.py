@@ -8,7 +8,17 @@ import signal
 import pytest
 import torch
 
-from conftest import child_pids, evaluator_games, out_dirs, read_json, run_main, start_run, stop_run, wait_for
+from conftest import (
+    child_pids,
+    evaluator_games,
+    out_dirs,
+    read_json,
+    run_main,
+    start_run,
+    stop_run,
+    training_games,
+    wait_for,
+)
 from core.policy import DiagGaussian
 from core.returns import nstep_returns, vtrace_from_action_log_probs
 from envs.environment import EnvSettings, make_env
@@ -327,19 +337,20 @@ def test_max_policy_lag_drops_and_counts_old_unrolls(tmp_path):
 @pytest.mark.parametrize("victim, flags", [("actor 0", []), ("learner", []), ("inference", ["--inference", "server"])])
 def test_killed_role_is_replaced_and_learning_goes_on(tmp_path, victim, flags):
     proc = start_run(tmp_path, *CARTPOLE, *flags, "--max-seconds", "900")  # stopped once it has played on
-    wait_for(lambda: evaluator_games(tmp_path) >= 3)
+    # the actors' unrolls arriving (training games), and the evaluator playing the learner's weights
+    wait_for(lambda: training_games(tmp_path) >= 5 and evaluator_games(tmp_path) >= 3)
     old_pid = child_pids(tmp_path)[victim]
     os.kill(old_pid, signal.SIGKILL)
     wait_for(lambda: child_pids(tmp_path).get(victim) != old_pid, 15)
-    games = evaluator_games(tmp_path)
-    wait_for(lambda: evaluator_games(tmp_path) > games + 2, 60)
+    games, played = evaluator_games(tmp_path), training_games(tmp_path)
+    wait_for(lambda: training_games(tmp_path) > played + 5 and evaluator_games(tmp_path) > games + 2, 60)
     stdout, stderr = stop_run(proc)
     assert proc.returncode == 130, stderr[-2000:]
     assert f"{victim} (pid {old_pid}) was killed by SIGKILL; restarting it" in stderr
     summary = read_json(tmp_path / "run" / "summary.json")
     assert summary["restarts"] == 1 and summary["frames"] > 0
     if victim == "inference":  # the server batched the two actors' steps
-        assert 1.0 < summary["inference_mean_batch"] <= 2 * 4 and summary["inference_batches"] > 100
+        assert 1.0 < summary["inference_mean_batch"] <= 2 * 4 and summary["inference_batches"] > 20
 
 
 def test_batch_larger_than_the_slots_can_fill_is_bad_input(tmp_path):

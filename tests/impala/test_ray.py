@@ -24,6 +24,7 @@ from conftest import (
     session_processes,
     start_run,
     stop_run,
+    training_games,
     wait_for,
 )
 
@@ -142,12 +143,12 @@ def test_address_that_answers_but_is_no_ray_cluster_is_bad_input_within_30_secon
 
 @needs_ray
 def test_ray_run_writes_the_same_run_directory_and_resumes_with_shm_and_back(tmp_path):
-    first = run_main(*RAY, "--max-frames", "20000", *out_dirs(tmp_path), timeout=300, env=QUIET_RAY)
+    first = run_main(*RAY, "--max-frames", "10000", *out_dirs(tmp_path), timeout=300, env=QUIET_RAY)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "a local Ray cluster at 127.0.0.1:" in first.stdout
     run = tmp_path / "run"
     summary = read_json(run / "summary.json")
-    assert summary["stop_reason"] == "max_frames" and summary["frames"] >= 20000 and summary["skipped_updates"] == 0
+    assert summary["stop_reason"] == "max_frames" and summary["frames"] >= 10000 and summary["skipped_updates"] == 0
     assert {"dropped_unrolls", "actor_waits"} <= set(summary)
     assert evaluator_games(tmp_path) > 0 and (tmp_path / "trained_models" / "CartPole-v1.pt").exists()
     checkpoint = torch.load(run / "checkpoint.pt", weights_only=True)
@@ -155,13 +156,13 @@ def test_ray_run_writes_the_same_run_directory_and_resumes_with_shm_and_back(tmp
     assert {rank for rank in actor_placements(tmp_path)} == {0, 1}  # each actor's node, logged once
     # the same checkpoint continues on shared memory (--backend is this machine's choice, not the run's)...
     # (each budget past where the run before stopped: a run ends a few unrolls past its own)
-    target = summary["frames"] + 10000
+    target = summary["frames"] + 4000
     second = run_main("--resume", run, "--max-frames", target, *out_dirs(tmp_path)[2:], timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
     summary = read_json(run / "summary.json")
     assert read_json(run / "args.json")["backend"] == "shm" and summary["frames"] >= target
     # ...and back on Ray
-    target = summary["frames"] + 10000
+    target = summary["frames"] + 4000
     third = run_main("--resume", run, "--backend", "ray", "--max-frames", target, *out_dirs(tmp_path)[2:],
                      timeout=300, env=QUIET_RAY)
     assert third.returncode == 0, third.stderr[-2000:]
@@ -229,11 +230,11 @@ def test_a_pong_actor_replaced_mid_run_sends_its_first_frames_again_and_sigterm_
     proc = start_run(tmp_path, *RAY, "--env", pong, "--max-episode-length", "50", "--max-seconds", "900",
                      env=QUIET_RAY)
     node, pid = wait_for(lambda: actor_placements(tmp_path, pong).get(0), 120)
-    wait_for(lambda: training_games(tmp_path) >= 6, 120)  # a few unrolls that continue the one before
+    wait_for(lambda: training_games(tmp_path) >= 2, 120)  # unrolls that continue the one before
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: actor_placements(tmp_path, pong).get(0, (None, pid))[1] != pid, 60)
     games = training_games(tmp_path)
-    wait_for(lambda: training_games(tmp_path) >= games + 6, 120)  # the new actor's unrolls, taken by the learner
+    wait_for(lambda: training_games(tmp_path) >= games + 4, 120)  # the new actor's unrolls, taken by the learner
     stdout, stderr = stop_run(proc, signal.SIGTERM)
     assert proc.returncode == 143, stderr[-2000:]
     assert re.search(r"actor 0 failed \(\w+: .*\); replaced by a new actor", stderr)
@@ -241,11 +242,6 @@ def test_a_pong_actor_replaced_mid_run_sends_its_first_frames_again_and_sigterm_
     summary = read_json(tmp_path / "run" / "summary.json")
     assert summary["restarts"] == 1 and summary["stop_reason"] == "interrupted"  # the actor's, not the learner's
     wait_for(lambda: not session_commands(proc.pid), 30)
-
-
-def training_games(tmp_path):
-    games = tmp_path / "run" / "games.csv"
-    return len(games.read_text().splitlines()) - 1 if games.exists() else 0
 
 
 @needs_ray

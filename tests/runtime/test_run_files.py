@@ -104,16 +104,16 @@ def test_load_then_save_keeps_the_loaded_model_unless_beaten(tmp_path):
     shutil.copy(os.path.join(ROOT, "trained_models", "CartPole-v1.pt"), models)
     before = digests(models)
     meta = torch.load(models / "CartPole-v1.pt", weights_only=True)["model_meta"]
-    result = run_main("--env", "CartPole-v1", "--workers", "1", "--hidden-size", str(meta["width"]), "--load",
-                      "--load-model-dir", models, "--save-model-dir", models, "--max-seconds", "15",
-                      "--no-tensorboard-logger", "--run-dir", tmp_path / "run", "--log-dir", tmp_path / "logs")
-    assert result.returncode == 0, result.stderr[-2000:]
-    # at least one evaluator game was played, and it could have saved (a time budget: a frame budget could end the
-    # run before a loaded machine's evaluator finished its first 500-step game)
-    assert "episode reward" in result.stdout
+    proc = start_run(None, "--env", "CartPole-v1", "--workers", "1", "--hidden-size", str(meta["width"]), "--load",
+                     "--load-model-dir", models, "--save-model-dir", models, "--max-seconds", "900",
+                     "--no-tensorboard-logger", "--run-dir", tmp_path / "run", "--log-dir", tmp_path / "logs")
+    # until the evaluator has played two games, either of which could have saved
+    wait_for(lambda: rows(tmp_path / "run") >= 2, 180)
+    stdout, stderr = stop_run(proc)
+    assert proc.returncode == 130, stderr[-2000:]
     assert digests(models) == before
     # and the run says so, once, and where its own best weights went
-    kept = [line for line in result.stdout.splitlines() if "CartPole-v1.pt is another run's model" in line]
+    kept = [line for line in stdout.splitlines() if "CartPole-v1.pt is another run's model" in line]
     assert len(kept) == 1 and "game scored 500" in kept[0] and str(tmp_path / "run" / "best_model.pt") in kept[0]
 
 
@@ -379,10 +379,10 @@ def test_the_running_mean_starts_where_the_evaluator_began_to_play_as_it_plays_n
     assert start == 12 and "now plays greedy games from other start states" in note
 
 
-def test_a_resume_with_another_score_window_or_way_of_playing_starts_its_mean_again(tmp_path):
+def test_a_resume_with_another_score_window_starts_its_best_mean_again(tmp_path):
     """The best mean of 1 game (the best game) is no best mean of 1,000: the resumed run's summary says it has none
-    yet, rather than the old window's figure under the new window's name. Greedy games are no sampled ones: a resume
-    that changes --eval-stochastic starts the running mean with its own games."""
+    yet, rather than the old window's figure under the new window's name (a resume that changes how the evaluator
+    plays: tests/envs/test_custom_env.py)."""
     run = tmp_path / "run"
     first = run_main(*CARTPOLE, "--max-frames", "3000", "--score-window", "1", *out_dirs(tmp_path), timeout=180)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -391,20 +391,6 @@ def test_a_resume_with_another_score_window_or_way_of_playing_starts_its_mean_ag
     second = run_main("--resume", run, "--max-frames", frames + 500, "--score-window", "1000", timeout=180)
     assert second.returncode == 0, second.stderr[-2000:]
     assert read_json(run / "summary.json")["best_mean_return"] is None
-    # A resume that changes how the evaluator plays (sampled games now): its mean starts afresh, and says so.
-    before = len(progress_frames(run))
-    frames = read_json(run / "summary.json")["frames"]
-    third = run_main("--resume", run, "--max-frames", frames + 3000, "--eval-stochastic", timeout=180)
-    assert third.returncode == 0, third.stderr[-2000:]
-    assert f"the evaluator now plays sampled games: its --score-window mean starts afresh, without the {before} " \
-           "games already in progress.csv" in third.stderr
-    with open(run / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))[before:]
-    assert rows, "no evaluator game after the resume"
-    returns = [float(row["return"]) for row in rows]
-    for i, row in enumerate(rows):  # the mean of the games since the resume alone
-        assert float(row["mean_return"]) == pytest.approx(sum(returns[: i + 1]) / (i + 1), abs=1e-3)
-    assert torch.load(run / "checkpoint.pt", weights_only=True)["eval_window_start"] == before
 
 
 def test_resuming_from_each_archive_in_turn_loses_nothing_of_either_branch(tmp_path):
