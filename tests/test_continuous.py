@@ -175,12 +175,15 @@ def test_action_spaces_a3g_does_not_take_are_one_line(space, words, tmp_path):
 
 
 @pytest.mark.parametrize("algo", [["--algo", "a3g"], ["--algo", "impala"]])
-def test_squashed_actions_reach_the_environment_inside_the_bounds(algo, tmp_path):
+def test_squashed_actions_reach_the_environment_inside_the_bounds(algo, tmp_path, monkeypatch):
     """--box-actions tanh: every action a training environment gets is strictly inside the Box (a game's return
     on InsideBounds-v0 counts such steps, 10 of 10); the default clip puts about a third of a std-1 Gaussian's
-    samples on a bound. The model file says how it acts, and gym_eval plays it so."""
+    samples on a bound (the environment's clip, the same for both algorithms: A3G's run shows it). The model file
+    says how it acts, and gym_eval plays it so."""
+    import gym_eval
+
     returns = {}
-    for how in ("tanh", "clip"):
+    for how in ("tanh", "clip") if algo == ["--algo", "a3g"] else ("tanh",):
         run = tmp_path / how
         result = run_main("--env", "a3g_test_envs:InsideBounds-v0", *algo, "--box-actions", how, "--workers", "1",
                           "--max-frames", "2000", "--no-tensorboard-logger", *out_dirs(run), env=TEST_ENVS,
@@ -190,13 +193,13 @@ def test_squashed_actions_reach_the_environment_inside_the_bounds(algo, tmp_path
             returns[how] = [float(row["return"]) for row in csv.DictReader(f)]
         assert len(returns[how]) >= 50
     assert set(returns["tanh"]) == {10.0}
-    assert np.mean(returns["clip"]) < 9.0
+    assert "clip" not in returns or np.mean(returns["clip"]) < 9.0
     meta = torch.load(tmp_path / "tanh" / "run" / "checkpoint.pt", weights_only=True)["model_meta"]
     assert meta["policy"] == "tanh_gaussian"
-    played = subprocess.run([sys.executable, "gym_eval.py", "--env", "a3g_test_envs:InsideBounds-v0", "--model-path",
-                             str(tmp_path / "tanh" / "run" / "checkpoint.pt"), "--num-episodes", "3", "--stochastic",
-                             "--log-dir", tmp_path / "logs"], capture_output=True, text=True, cwd=ROOT,
-                            timeout=300, env=TEST_ENVS)
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tests", "envs"))  # where the game's module is
+    played = in_process(gym_eval.main, "--env", "a3g_test_envs:InsideBounds-v0", "--model-path",
+                        tmp_path / "tanh" / "run" / "checkpoint.pt", "--num-episodes", "3", "--stochastic",
+                        "--log-dir", tmp_path / "logs")
     assert played.returncode == 0, played.stderr[-2000:]
     assert "mean 10.00" in played.stdout + played.stderr
 

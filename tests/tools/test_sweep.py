@@ -250,8 +250,9 @@ def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
     """A sweep killed outright (a reboot: no process saves) during run 1 carries on with --resume OUT: run 1 goes on
     from its last checkpoint in a branch beside it (games past that checkpoint were logged), which the report
     measures; run 2, never begun, starts; each plays its --final-eval games. Resuming a finished sweep runs nothing."""
-    out, frames = tmp_path / "sweep", 60000  # run 1 must still be going after its third save (1 s apart)
-    flags = ["--runs", 2, "--frames", frames, "--final-eval", 1, "--out", out, "--", *TINY, "--checkpoint-interval", 1]
+    out, frames = tmp_path / "sweep", 20000  # run 1 must still be going after its third save (0.3 s apart)
+    flags = ["--runs", 2, "--frames", frames, "--final-eval", 1, "--out", out, "--", *TINY, "--checkpoint-interval",
+             0.3]
     proc = subprocess.Popen([*command("sweep"), *map(str, flags)], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run1, deadline = out / "run1", time.monotonic() + 120
@@ -296,7 +297,7 @@ def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
             out / folder / "final_greedy.json")["mean"]
     with open(out / branch[0] / "games.csv") as f:  # the branch's files hold the whole run, from frame 0
         assert float(next(csv.DictReader(f))["frames"]) < frames / 2
-    assert report["sweep_command"].endswith(f"--out {out} -- " + " ".join(map(str, TINY)) + " --checkpoint-interval 1")
+    assert report["sweep_command"].endswith(f"--out {out} -- " + " ".join(map(str, TINY)) + " --checkpoint-interval 0.3")
     assert len(report["resumed"]) == 1 and "--resume" in report["resumed"][0]
     assert "- resumed: " in (out / "sweep.md").read_text()
 
