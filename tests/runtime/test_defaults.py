@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from conftest import out_dirs, read_json, run_main
+from conftest import out_dirs
 from runtime.defaults import (
     AUTO,
     batch_capacity,
@@ -171,20 +171,20 @@ def test_describe_names_every_pick():
 
 
 def test_cartpole_with_no_flags_gets_its_family_defaults(tmp_path):
-    result = run_main("--env", "CartPole-v1", "--max-frames", "2000", "--no-tensorboard-logger", *out_dirs(tmp_path),
-                      timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "defaults for classic control" in result.stdout and "--lr 0.002" in result.stdout
-    args = read_json(tmp_path / "run" / "args.json")
-    assert (args["lr"], args["hidden_size"], args["value_coef"], args["envs_per_worker"]) == (2e-3, 64, 0.1, 4)
-    assert args["eps"] == 1e-3 and args["model"] == "mlp"
+    """The checked flags main.py runs with and records in args.json, and the defaults line it prints at start-up
+    (``args.defaults``; a run's start-up line: tests/runtime/test_cli.py)."""
+    from runtime.config import validate
+
+    args = validate(["--env", "CartPole-v1", "--max-frames", "2000", *map(str, out_dirs(tmp_path))])[0]
+    assert "defaults for classic control" in args.defaults and "--lr 0.002" in args.defaults
+    assert (args.lr, args.hidden_size, args.value_coef, args.envs_per_worker) == (2e-3, 64, 0.1, 4)
+    assert args.eps == 1e-3 and args.model == "mlp"
 
 
 def test_explicit_flag_is_kept_and_not_listed_as_a_default(tmp_path):
-    result = run_main("--env", "CartPole-v1", "--lr", "0.01", "--optimizer", "RMSprop", "--max-frames", "2000",
-                      "--no-tensorboard-logger", *out_dirs(tmp_path), timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    defaults_line = next(line for line in result.stdout.splitlines() if "defaults for" in line)
-    assert "--lr" not in defaults_line
-    args = read_json(tmp_path / "run" / "args.json")
-    assert args["lr"] == 0.01 and args["eps"] == 0.1
+    from runtime.config import validate
+
+    args = validate(["--env", "CartPole-v1", "--lr", "0.01", "--optimizer", "RMSprop", "--max-frames", "2000",
+                     *map(str, out_dirs(tmp_path))])[0]
+    assert "defaults for" in args.defaults and "--lr" not in args.defaults
+    assert args.lr == 0.01 and args.eps == 0.1

@@ -67,23 +67,30 @@ def fake_checkpoint(path, frames):
 # Best models: the run's own, and --save-model-dir's that other runs keep
 
 
-def test_the_readme_command_leaves_the_shipped_models_untouched(tmp_path):
-    """Without --save-model-dir the best model goes to the run directory, never to trained_models/."""
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory):
+    """A run as the README's command starts one (no --save-model-dir), 3,000 CartPole frames; the shipped models'
+    digests before it. For the tests that only read what it wrote."""
+    tmp = tmp_path_factory.mktemp("readme_run")
     shipped = digests(os.path.join(ROOT, "trained_models"))
-    result = run_main(*CARTPOLE, "--max-frames", "3000", "--run-dir", tmp_path / "run", "--log-dir", tmp_path / "logs")
+    result = run_main(*CARTPOLE, "--max-frames", "3000", "--run-dir", tmp / "run", "--log-dir", tmp / "logs")
     assert result.returncode == 0, result.stderr[-2000:]
+    return tmp / "run", result, shipped
+
+
+def test_the_readme_command_leaves_the_shipped_models_untouched(readme_run):
+    """Without --save-model-dir the best model goes to the run directory, never to trained_models/."""
+    run, result, shipped = readme_run
     assert digests(os.path.join(ROOT, "trained_models")) == shipped
-    best = torch.load(tmp_path / "run" / "best_model.pt", weights_only=True)
-    assert best["kind"] == "model" and best["run"] == str(tmp_path / "run")
+    best = torch.load(run / "best_model.pt", weights_only=True)
+    assert best["kind"] == "model" and best["run"] == str(run)
     assert "None" not in result.stdout.splitlines()[-1], result.stdout
 
 
-def test_every_training_game_gets_a_row_in_games_csv(tmp_path):
+def test_every_training_game_gets_a_row_in_games_csv(readme_run):
     """games.csv: one row per finished training game (summary.json's episodes), frames in order; a CartPole game's
     return is its length (1 point per step)."""
-    run = tmp_path / "run"
-    result = run_main(*CARTPOLE, "--max-frames", "3000", "--run-dir", run, "--log-dir", tmp_path / "logs")
-    assert result.returncode == 0, result.stderr[-2000:]
+    run, result, _ = readme_run
     with open(run / "games.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == GAMES_FIELDS
