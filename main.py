@@ -41,7 +41,7 @@ from runtime.checkpoints import CheckpointWriter, checkpoint_payload, frames_on_
 from runtime.config import check_budget_left, rate_past_its_fall, validate
 from runtime.context import RunContext
 from runtime.evaluator import window_start
-from runtime.processes import evaluator_shares
+from runtime.processes import evaluator_shares, process_context, stop_fork_server
 from runtime.progress import Progress, TrainingGames
 from runtime.run_dir import (
     csv_column,
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
         return EXIT_BAD_INPUT
     shared_model.share_memory()
 
-    ctx = mp.get_context("spawn")
+    ctx = process_context()
     state = RunState(ctx, args.workers, **counters)
     start_seconds = float(resumed.get("seconds", 0.0)) if resumed is not None else 0.0
     # From the run's first file on, a Ctrl-C or SIGTERM waits for the try below, which stops the run as any stop
@@ -238,6 +238,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
         if reason == "interrupted":
             print("a3g: stopping (saving state)...", file=sys.stderr, flush=True)
         supervisor.stop()
+        stop_fork_server()
         for folder in {args.run_dir, args.save_model_dir}:  # what a child killed mid-write left there
             remove_stale_temporaries(folder, supervisor.started)
         if training_log is not None:

@@ -5,9 +5,11 @@ The state the processes share is in run_state.py, checkpoint files in checkpoint
 """
 
 import ctypes
+import multiprocessing as mp
 import os
 import signal
 import time
+from multiprocessing.context import BaseContext
 from typing import Callable
 
 import torch
@@ -17,6 +19,40 @@ from core.logs import survive_lost_console
 from runtime.run_state import StopFlag
 
 
+# the libraries a role imports (nine tenths of its start-up): loaded once, by the fork server, and shared by every
+# role it forks. Not the project's own modules: the server imports before it has the run's sys.path, and a3g's
+# test.py would be the standard library's test package there.
+ROLE_LIBRARIES = ["torch", "numpy", "gymnasium", "ale_py", "cv2"]
+
+
+def process_context() -> BaseContext:
+    """How the run starts its roles: forked from a fork server that has imported the libraries they need once (a role
+    then starts in a fraction of a second instead of importing torch itself), or, where there is no fork server
+    (Windows), spawned. The server is the first role's start; it exits when the supervisor does, so its children
+    die with the supervisor too (``setup_child_process``)."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(ROLE_LIBRARIES)
+    return ctx
+
+
+def stop_fork_server() -> None:
+    """Once every role has stopped: the fork server told to exit, and waited for (left to exit after the supervisor,
+    it would be a zombie of the run's session until init reaps it)."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        try:
+            stop()
+        except OSError:
+            pass
+
+
+_PARENT_AT_START: int | None = None
+
+
 def setup_child_process(seed: int, parent_pid: int) -> None:
     """First lines of every child: die with the parent, Ctrl-C left to the supervisor, one thread, seeded torch.
 
@@ -24,6 +60,9 @@ def setup_child_process(seed: int, parent_pid: int) -> None:
     mid-update; instead children ignore it and stop when the supervisor sets the stop flag. main.py blocks SIGINT
     while it spawns us, so one that arrives while this process is still importing torch waits, then is ignored here.
     """
+    global _PARENT_AT_START
+    _PARENT_AT_START = os.getppid()  # the supervisor, or the fork server that forked us (it exits with the supervisor)
+    let_the_fork_server_go()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed terminal: the supervisor stops the run, saved
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -41,9 +80,27 @@ def setup_child_process(seed: int, parent_pid: int) -> None:
     torch.manual_seed(seed)
 
 
+def let_the_fork_server_go() -> None:
+    """A child the fork server forked holds a copy of the pipe whose end tells the server that the supervisor is
+    gone: closed here, so that the server exits with the supervisor, and with it (PR_SET_PDEATHSIG: its parent)
+    every role. (A role starts no process of its own, so it never needs the server.)"""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+
+
 def parent_alive(parent_pid: int) -> bool:
-    """False once the supervisor is gone (killed with SIGKILL, say): the child is re-parented and must exit."""
-    return os.getppid() == parent_pid
+    """False once the supervisor (``parent_pid``) is gone (killed with SIGKILL, say): the child is re-parented and
+    must exit. A child forked by the fork server has the server for parent, which exits when the supervisor does."""
+    parent = os.getppid()
+    return parent == parent_pid or (parent == _PARENT_AT_START and parent != 1)
 
 
 def evaluator_cpu_share(setting: str | float, workers: int, cores: int | None = None) -> float:
