@@ -54,7 +54,7 @@ from impala.shm import impala_roles
 from model import FRAME_FORMAT, MODELS, build_model, fast_layout, flatten_parameters, obs_dtype
 from runtime.config import cpu_share, default_gpu_ids, validate
 from runtime.context import RunContext
-from runtime.processes import evaluator_cpu_share
+from runtime.processes import evaluator_cpu_share, process_context, stop_fork_server
 from runtime.run_dir import prepare_run_dir
 from runtime.run_state import RunState
 from runtime.supervisor import Supervisor, describe_exit
@@ -236,7 +236,7 @@ def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds
     shared_model = fast_layout(build_model(meta), meta, args.channels_last)
     flatten_parameters(shared_model, shared=True)
     optimizer = optimizer_for(args, shared_model.parameters(), True)
-    ctx = mp.get_context("spawn")
+    ctx = process_context()  # as main.py starts the roles
     state = RunState(ctx, workers)
     paths = prepare_run_dir(args, None)
     run = RunContext(args, settings, meta, shared_model, optimizer, state, paths)
@@ -261,6 +261,7 @@ def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds
         f1, t1, p1 = state.frames.value, time.monotonic(), state.phase_totals()
     finally:
         supervisor.stop()
+        stop_fork_server()
     return (f1 - f0) / (t1 - t0), phase_split(p0, p1)
 
 
