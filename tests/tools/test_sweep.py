@@ -250,9 +250,9 @@ def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
     """A sweep killed outright (a reboot: no process saves) during run 1 carries on with --resume OUT: run 1 goes on
     from its last checkpoint in a branch beside it (games past that checkpoint were logged), which the report
     measures; run 2, never begun, starts; each plays its --final-eval games. Resuming a finished sweep runs nothing."""
-    out, frames = tmp_path / "sweep", 20000  # run 1 must still be going after its third save (0.3 s apart)
+    out, frames = tmp_path / "sweep", 20000  # run 1 must still be going after its third save (0.2 s apart)
     flags = ["--runs", 2, "--frames", frames, "--final-eval", 1, "--out", out, "--", *TINY, "--checkpoint-interval",
-             0.3]
+             0.2]
     proc = subprocess.Popen([*command("sweep"), *map(str, flags)], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run1, deadline = out / "run1", time.monotonic() + 120
