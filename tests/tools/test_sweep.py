@@ -297,7 +297,7 @@ def test_a_sweep_cut_short_carries_on_with_resume(tmp_path):
             out / folder / "final_greedy.json")["mean"]
     with open(out / branch[0] / "games.csv") as f:  # the branch's files hold the whole run, from frame 0
         assert float(next(csv.DictReader(f))["frames"]) < frames / 2
-    assert report["sweep_command"].endswith(f"--out {out} -- " + " ".join(map(str, TINY)) + " --checkpoint-interval 0.3")
+    assert report["sweep_command"].endswith(f"--out {out} -- " + " ".join(map(str, TINY)) + " --checkpoint-interval 0.2")
     assert len(report["resumed"]) == 1 and "--resume" in report["resumed"][0]
     assert "- resumed: " in (out / "sweep.md").read_text()
 
