@@ -183,7 +183,7 @@ def run(args: argparse.Namespace, settings: EnvSettings, meta: dict, resumed: di
 
     device_names = sorted({"cpu" if g < 0 else f"cuda:{g}" for g in args.gpu_ids})
     roles_line = (f"{args.workers} actor(s) and a learner" if args.algo == "impala" else f"{args.workers} worker(s)")
-    print(f"a3g: training {args.env} ({args.algo}) with {roles_line} on {', '.join(device_names)}, "
+    print(f"a3g: training {args.env} ({args.algo}, {args.objective}) with {roles_line} on {', '.join(device_names)}, "
           f"model {describe_network(meta)}, evaluator on {describe_evaluator_share(args)}; run directory {args.run_dir}"
           + (f" (resumed at {int(state.frames.value)} frames{branch_note(args)})" if resumed is not None else "")
           + (f"; {cluster.describe(args.workers)}" if cluster is not None else ""), flush=True)

@@ -15,19 +15,21 @@ terminal: its return bootstraps from the value of the observation it was cut at 
 
 import argparse
 import collections
+import math
 import os
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
 
 from core.faults import injected_fault
 from core.hardware import device_for
+from core.ppo import clip_coefficient, clipped_surrogate, clipped_value_loss, explained_variance, minibatches
 from core.returns import gae_advantages, normalized_advantages, nstep_returns
 from core.schedule import entropy_coef, learning_rate
 from core.timing import PhaseClock
 from envs.rollout_envs import RolloutEnvs, training_rewards
-from model import ExplorationNoise, Replica, build_model, exploration_noise, fast_layout
+from model import ExplorationNoise, RecurrentActorCritic, Replica, build_model, exploration_noise, fast_layout
 from runtime.context import RunContext
 from runtime.evaluator import evaluator_role
 from runtime.processes import parent_alive, setup_child_process
@@ -68,12 +70,12 @@ def time_limit_bootstrap(model: torch.nn.Module, envs: RolloutEnvs, state: tuple
 
 
 Rollout = collections.namedtuple("Rollout", "log_probs entropies values rewards discounts bootstrap_value games "
-                                             "bound_excess")
+                                             "bound_excess actions dones start_state")
 
 
 def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.Tensor,
                  recurrent_state: tuple[torch.Tensor, torch.Tensor], gamma: float, device: torch.device,
-                 batched: bool = False, noise: ExplorationNoise | None = None
+                 batched: bool = False, noise: ExplorationNoise | None = None, behaviour: bool = False
                  ) -> tuple[Rollout, tuple[torch.Tensor, torch.Tensor]]:
     """Play ``T = len(observations) - 1`` steps in every env of ``envs``, sampling actions from ``model``.
 
@@ -91,7 +93,11 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
     forward, but far fewer, larger kernels (meant for a GPU, where launches dominate; BENCHMARKS.md).
 
     ``noise`` (``--log-std sde``: ``model.ExplorationNoise``) samples the actions instead of the distribution,
-    with a noise matrix per env drawn afresh at the start of the rollout."""
+    with a noise matrix per env drawn afresh at the start of the rollout.
+
+    ``behaviour`` (``--objective ppo``): act without autograd and return the behaviour policy's numbers, detached:
+    the log-probabilities of the actions taken and the values, as acting computed them (``entropies`` and
+    ``bound_excess`` None); the epochs recompute the rest from ``actions``, ``dones`` and ``start_state``."""
     num_steps, batch = observations.shape[0] - 1, observations.shape[1]
     observations_np = observations.numpy()
     policy = model.policy  # the distribution the actor head parameterises (core/policy.py)
@@ -104,13 +110,16 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
     if noise is not None:
         noise.resample()
     sample = policy.sample if noise is None else noise.sample
-    with torch.set_grad_enabled(torch.is_grad_enabled() and not batched):
+    with torch.set_grad_enabled(torch.is_grad_enabled() and not (batched or behaviour)):
         for t in range(num_steps):
             value, logits, (hx, cx) = model(observations[t].to(device, non_blocking=True), (hx, cx))
             logits = logits.float()
             action = sample(logits.detach())
             actions[t] = action.cpu()
-            if not batched:
+            if behaviour:
+                values.append(value.float())
+                log_probs.append(policy.log_prob(logits, action))
+            elif not batched:
                 values.append(value.float())
                 log_probs.append(policy.log_prob(logits, action))
                 entropies.append(policy.entropy(logits))
@@ -128,7 +137,9 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
     with torch.no_grad():
         bootstrap_value, _, _ = model(observations[-1].to(device), (hx, cx))
     dones = dones.to(device)
-    if batched:
+    if behaviour:
+        values, log_probs, entropies, excess = torch.stack(values), torch.stack(log_probs), None, None
+    elif batched:
         value, logits, _ = model.unroll(observations[:-1].to(device), start_state, dones)
         values, logits = value.float(), logits.float()
         log_probs = policy.log_prob(logits, actions.to(device))
@@ -138,7 +149,7 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
         values, log_probs, entropies = torch.stack(values), torch.stack(log_probs), torch.stack(entropies)
         excess = torch.stack(excesses)
     rollout = Rollout(log_probs, entropies, values, rewards.to(device), gamma * (1.0 - dones),
-                      bootstrap_value.float(), games, excess)
+                      bootstrap_value.float(), games, excess, actions.to(device), dones, start_state)
     return rollout, (hx, cx)
 
 
@@ -165,6 +176,58 @@ def a3c_loss(log_probs: torch.Tensor, entropies: torch.Tensor, values: torch.Ten
     return loss, policy_loss, value_loss, entropy
 
 
+PPOParts = collections.namedtuple("PPOParts", "surrogate value_loss entropy stats explained_variance")
+
+
+def ppo_minibatches(model: torch.nn.Module, observations: torch.Tensor, rollout: Rollout, args: argparse.Namespace,
+                    entropy_coef: float, clip: float, clock: PhaseClock, autocast
+                    ) -> Iterator[tuple[torch.Tensor, PPOParts]]:
+    """``--objective ppo``'s losses over one rollout acted with ``play_rollout(..., behaviour=True)``: GAE
+    advantages (lambda ``--tau``) and returns on the values acting saw, then ``--ppo-epochs`` passes, each a fresh
+    random split into ``--minibatches``; yields each minibatch's loss (``core.ppo``: the clipped surrogate, the
+    clipped value loss and the entropy bonus, means over its samples) and its parts. Each forward runs when the
+    next minibatch is asked for, on the weights the replica holds then: the caller pushes each update and pulls
+    the shared weights in between. Feed-forward networks take samples from anywhere in the rollout; recurrent
+    ones whole environments' sequences, unrolled from the state the rollout started in."""
+    policy = model.policy
+    steps, batch = rollout.rewards.shape
+    with clock.phase("learn"):
+        advantages = gae_advantages(rollout.rewards, rollout.values, rollout.discounts, rollout.bootstrap_value,
+                                    args.tau)
+        returns = (advantages + rollout.values).flatten()
+        advantages = advantages.flatten()
+        actions, old_log_probs = rollout.actions.flatten(0, 1), rollout.log_probs.flatten()
+        old_values = rollout.values.flatten()
+        explained = explained_variance(old_values, returns)
+    recurrent = isinstance(model, RecurrentActorCritic)
+    obs = observations[:-1]
+    device = rollout.rewards.device
+    for _ in range(args.ppo_epochs):
+        for part in minibatches(batch if recurrent else steps * batch, args.minibatches):
+            with clock.phase("learn"), autocast:
+                if recurrent:  # every step of the environments in part, time-major as the flat index runs
+                    hx, cx = rollout.start_state
+                    values, logits, _ = model.unroll(obs[:, part].to(device), (hx[part], cx[part]),
+                                                     rollout.dones[:, part])
+                    index = (torch.arange(steps)[:, None] * batch + part[None, :]).flatten().to(device)
+                else:
+                    values, logits, _ = model(obs.flatten(0, 1)[part].to(device),
+                                              model.initial_state(len(part), device))
+                    index = part.to(device)
+                values, logits = values.float().flatten(), logits.float().flatten(0, -2)
+                sample_advantages = advantages[index]
+                if args.normalize_advantages:
+                    sample_advantages = normalized_advantages(sample_advantages)
+                surrogate, stats = clipped_surrogate(policy.log_prob(logits, actions[index]), old_log_probs[index],
+                                                     sample_advantages, clip)
+                value_loss = clipped_value_loss(values, old_values[index], returns[index], args.value_clip)
+                entropy = policy.entropy(logits).mean()
+                loss = surrogate + args.value_coef * value_loss - entropy_coef * entropy
+                if args.bound_coef:
+                    loss = loss + args.bound_coef * policy.bound_excess(logits).mean()
+            yield loss, PPOParts(surrogate, value_loss, entropy, stats, explained)
+
+
 def train(rank: int, run: RunContext, parent_pid: int) -> None:
     """Worker ``rank``: rollouts, A3C losses and updates of the shared model until the run stops."""
     args, settings, meta, shared_model, optimizer, state = (run.args, run.settings, run.meta, run.shared_model,
@@ -177,6 +240,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
     frames_per_step = args.frames_per_step  # resolved in main.py: emulator frames per agent step
     batch = args.envs_per_worker
     batched = args.train_forward == "batched"
+    ppo = args.objective == "ppo"
 
     envs = RolloutEnvs(settings, batch, seed=args.seed + rank * batch, **training_rewards(args))
     model = fast_layout(build_model(meta).to(device), meta, args.channels_last)
@@ -213,29 +277,46 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
         # rollout rather than at every step (17% of the Nature network's training cost at 8 envs).
         with clock.acting(envs), autocast:
             rollout, (hx, cx) = play_rollout(model, envs, observations, (hx.detach(), cx.detach()), args.gamma,
-                                             device, batched, noise)
-        with clock.phase("learn"):
-            coef = entropy_coef(args.entropy_coef, args.entropy_decay, state.frames.value)
-            loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:6], args, coef, rollout.bound_excess)
+                                             device, batched, noise, behaviour=ppo)
+        frames = state.frames.value
+        coef, lr = entropy_coef(args.entropy_coef, args.entropy_decay, frames), learning_rate(args.lr, args.lr_decay,
+                                                                                              frames)
+        if ppo:  # every minibatch's update pushed as it is made, the replica pulled before the next
+            clip = clip_coefficient(args.clip_coef, args.clip_anneal, frames, args.max_frames)
+            losses = ppo_minibatches(model, observations, rollout, args, coef, clip, clock, autocast)
+        else:
+            with clock.phase("learn"):
+                loss, policy_loss, value_loss, entropy = a3c_loss(*rollout[:6], args, coef, rollout.bound_excess)
+            losses = [(loss, None)]
         if obs_stats is not None:  # one process keeps the observation statistics: they reach the others' next pull
             obs_stats.update(observations[:-1])
 
-        if fault_nan:
-            loss = loss * float("nan")
-        if fault_raise and updates >= 2:
-            raise RuntimeError("injected fault: worker crash (A3G_FAULT=worker_raise)")
-        grad_norm, applied = update(loss, learning_rate(args.lr, args.lr_decay, state.frames.value))
+        all_applied = True
+        for minibatch, (loss, parts) in enumerate(losses):
+            if fault_nan:
+                loss = loss * float("nan")
+            if fault_raise and updates >= 2:
+                raise RuntimeError("injected fault: worker crash (A3G_FAULT=worker_raise)")
+            if minibatch:
+                with clock.phase("sync"):
+                    replica.pull()
+            grad_norm, applied = update(loss, lr)
+            all_applied &= applied
         if rank == 0:
             gradient_histograms(model, state.frames.value)
-        if not applied:
+        if not all_applied:
             hx, cx = model.initial_state(batch, device)  # the recurrent state may be non-finite too
         state.add(rank, frames_per_rollout, rollout.games)
         state.record_games(rank, envs.take_finished())
         state.publish_phases(rank, clock)
         updates += 1
-        if rank == 0:  # per-step figures for TensorBoard (the evaluator writes them)
+        if rank == 0 and parts is None:  # per-step figures for TensorBoard (the evaluator writes them)
             state.losses[:] = [policy_loss.item() / num_steps, value_loss.item() / num_steps,
-                               entropy.item() / num_steps, grad_norm.item()]
+                               entropy.item() / num_steps, grad_norm.item(), math.nan, math.nan, math.nan]
+        elif rank == 0:  # the last minibatch's, and how well the values acting saw predicted the returns
+            state.losses[:] = [parts.surrogate.item(), parts.value_loss.item(), parts.entropy.item(),
+                               grad_norm.item(), parts.stats.approx_kl, parts.stats.clipfrac,
+                               parts.explained_variance]
 
 
 def a3g_roles(run: RunContext) -> dict[str, tuple[Callable, tuple]]:

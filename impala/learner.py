@@ -8,6 +8,7 @@ time and averaged over the batch, as A3G's loss, so that a learning rate means t
 """
 
 import argparse
+import math
 import time
 from collections.abc import Sequence
 
@@ -15,6 +16,7 @@ import torch
 
 from core.hardware import device_for
 from core.policy import Categorical, Policy
+from core.ppo import PPOStats, clip_coefficient, clipped_surrogate, clipped_value_loss, explained_variance, minibatches
 from core.returns import VTraceFromLogitsReturns, normalized_advantages, trust_region_mask, vtrace_from_action_log_probs
 from core.schedule import entropy_coef, learning_rate
 from core.timing import PhaseClock
@@ -104,6 +106,33 @@ def impala_loss(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: to
     if args.bound_coef:  # --bound-coef: the Gaussian's mean beyond the action bounds
         loss = loss + args.bound_coef * policy.bound_excess(logits[:-1]).sum(0).mean()
     return loss, policy_loss, baseline_loss, entropy
+
+
+def columns(batch: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The unrolls ``index`` of a time-major batch (``hx``/``cx``: ``[n, H]``)."""
+    return {key: value[index] if key in ("hx", "cx") else value[:, index] for key, value in batch.items()}
+
+
+def appo_loss(part: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor, cut: torch.Tensor,
+              old_values: torch.Tensor, args: argparse.Namespace, policy: Policy, entropy_coef: float,
+              clip: float) -> tuple[torch.Tensor, PPOStats, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """``--objective ppo``'s loss of a minibatch of unrolls (APPO): V-trace targets and policy-gradient advantages
+    recomputed on the current values, PPO's clipped surrogate on the ratio of the current policy to the behaviour
+    one (the actors' logits, however many versions old), the value loss clipped around ``old_values`` (the
+    learner's values of the batch before its first update), the entropy bonus; every term a mean over the
+    minibatch's steps (``core.ppo``). Returns (loss, the surrogate's stats, (surrogate, value loss, entropy))."""
+    vtrace = vtrace_targets(part, logits, values, cut, args.gamma, None, policy)
+    advantages = vtrace.pg_advantages
+    if args.normalize_advantages:
+        advantages = normalized_advantages(advantages)
+    surrogate, stats = clipped_surrogate(vtrace.target_action_log_probs, vtrace.behavior_action_log_probs,
+                                         advantages, clip)
+    value_loss = clipped_value_loss(values[:-1], old_values, vtrace.vs, args.value_clip)
+    entropy = policy.entropy(logits[:-1]).mean()
+    loss = surrogate + args.value_coef * value_loss - entropy_coef * entropy
+    if args.bound_coef:
+        loss = loss + args.bound_coef * policy.bound_excess(logits[:-1]).mean()
+    return loss, stats, (surrogate, value_loss, entropy)
 
 
 def cloning_losses(batch: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor, first_replayed: int,
@@ -232,6 +261,9 @@ class LearnerStep:
             batch, insert_scores = build_batch(fresh, self.replays, self.generator,
                                                run_progress(args, state), self.model, device, args.bf16)
             batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
+        if args.objective == "ppo":
+            self.ppo_epochs(batch, fresh, lag, insert_scores)
+            return
         learn_started = time.perf_counter()
         logits, values, cut = learner_forward(self.model, batch, device, args.bf16)
         mask = None
@@ -257,16 +289,57 @@ class LearnerStep:
         if applied:
             with clock.phase("optimize"):  # the new weights out to the actors
                 self.weights.publish()
+        T = args.num_steps
+        self.finish(fresh, lag, insert_scores, [policy_loss.item() / T, baseline_loss.item() / T,
+                                                entropy.item() / T, grad_norm.item(), math.nan, math.nan, math.nan])
+
+    def ppo_epochs(self, batch: dict[str, torch.Tensor], fresh: dict[str, torch.Tensor], lag: torch.Tensor,
+                   insert_scores: list) -> None:
+        """``--objective ppo`` (APPO): ``--ppo-epochs`` passes over the batch, each split into ``--minibatches`` of
+        whole unrolls; every minibatch one update, published to the actors, the replica pulled before the next."""
+        args, state, device, clock = self.args, self.state, self.device, self.clock
+        frames = state.frames.value
+        coef, lr = entropy_coef(args.entropy_coef, args.entropy_decay, frames), learning_rate(args.lr, args.lr_decay,
+                                                                                              frames)
+        clip = clip_coefficient(args.clip_coef, args.clip_anneal, frames, args.max_frames)
+        with clock.phase("learn"), torch.no_grad():  # the values the value clip keeps each update near
+            logits, old_values, cut = learner_forward(self.model, batch, device, args.bf16)
+            targets = vtrace_targets(batch, logits, old_values, cut, args.gamma, None, self.policy).vs
+            explained, old_values = explained_variance(old_values[:-1], targets), old_values[:-1]
+        if self.obs_stats is not None:  # the learner keeps the observation statistics; they go out with the weights
+            self.obs_stats.update(fresh["obs"][:-1])
+        unrolls = batch["actions"].shape[1]
+        for update in range(args.ppo_epochs * args.minibatches):
+            if update % args.minibatches == 0:
+                parts_of_epoch = minibatches(unrolls, args.minibatches)
+            index = parts_of_epoch[update % args.minibatches].to(device)
+            if update:  # the replica was pulled for the first
+                with clock.phase("sync"):
+                    self.replica.pull()
+            with clock.phase("learn"):
+                part = columns(batch, index)
+                logits, values, cut = learner_forward(self.model, part, device, args.bf16)
+                loss, stats, parts = appo_loss(part, logits, values, cut, old_values[:, index], args, self.policy,
+                                               coef, clip)
+            grad_norm, applied = self.update(loss, lr)
+            if applied:
+                with clock.phase("optimize"):  # the new weights out to the actors
+                    self.weights.publish()
+        self.finish(fresh, lag, insert_scores, [parts[0].item(), parts[1].item(), parts[2].item(), grad_norm.item(),
+                                                stats.approx_kl, stats.clipfrac, explained])
+
+    def finish(self, fresh: dict[str, torch.Tensor], lag: torch.Tensor, insert_scores: list,
+               losses: list[float]) -> None:
+        """After a batch's updates: its fresh unrolls into the replays, the figures for TensorBoard."""
+        args, state, clock = self.args, self.state, self.clock
         self.steps += 1
         with clock.phase("batch"):  # this batch's fresh unrolls into the replays: after it, none twice in one batch
             for replay, score in zip(self.replays, insert_scores):
-                for j in range(need):
+                for j in range(len(lag)):
                     replay.put(replay.insert_slot(self.generator, score), column(fresh, j), self.steps)
         with clock.phase("learn"):  # reading the losses (on a GPU: waiting for them), the histograms
             self.gradient_histograms(self.model, state.frames.value)
-            T = args.num_steps
-            state.losses[:] = [policy_loss.item() / T, baseline_loss.item() / T, entropy.item() / T,
-                               grad_norm.item()]
+            state.losses[:] = losses
             lag = lag.double()
             state.policy_lag[:] = [lag.min().item(), lag.mean().item(), lag.max().item()]
         state.publish_phases(state.learner_slot, clock)

@@ -19,6 +19,7 @@ from core.errors import BadInput
 from core.files import env_file_name
 from core.hardware import cpu_has_native_bf16, missing_gpus
 from core.policy import BOX_ACTIONS
+from core.ppo import OBJECTIVES
 from core.returns import TRUST_REGION_MODES
 from envs import retro_env
 from envs.environment import (
@@ -37,7 +38,7 @@ from envs.environment import (
     skip_rate_unread,
 )
 from envs.frames import FORMER_FRAME_NORM, FRAME_NORMS
-from model import CRITICS, FRAME_FORMAT, LOG_STDS, VECTOR_MODELS, GaussianHead, choose_model, model_meta
+from model import CRITICS, FRAME_FORMAT, LOG_STDS, RECURRENT_MODELS, VECTOR_MODELS, GaussianHead, choose_model, model_meta
 from runtime.checkpoints import check_compatible, load_checkpoint
 from runtime.defaults import (
     AUTO,
@@ -72,6 +73,11 @@ READ_ONLY_WITH = {
     "amsgrad": ("optimizer", "Adam"),
     "alpha": ("optimizer", "RMSprop"),
     "momentum": ("optimizer", "RMSprop"),
+    "ppo_epochs": ("objective", "ppo"),
+    "minibatches": ("objective", "ppo"),
+    "clip_coef": ("objective", "ppo"),
+    "clip_anneal": ("objective", "ppo"),
+    "value_clip": ("objective", "ppo"),
     "load": ("resume", None),  # a resumed run starts from its checkpoint's weights
     "load_model_dir": ("load", True),
 }
@@ -181,9 +187,10 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "are --lr-decay 0 N with --max-frames N); END before --max-frames is refused, as the frames after it "
              "would train nothing (none: a constant learning rate); auto: for A3G on Atari from 10M frames to "
              "--max-frames, over at least its last tenth and at most its last half, else none")
-    add("--normalize-advantages", action="store_true",
-        help="scale each update's advantages to mean 0 and standard deviation 1 over its whole batch before the "
-             "policy gradient (SB3's normalize_advantage, CleanRL's --norm-adv)")
+    add("--normalize-advantages", action=argparse.BooleanOptionalAction, default=AUTO,
+        help="scale each update's advantages to mean 0 and standard deviation 1 before the policy gradient: over "
+             "the whole batch (pg) or each minibatch (ppo) (SB3's normalize_advantage, CleanRL's --norm-adv); "
+             "auto: on for --objective ppo, off for pg")
     add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
         help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
     add("--max-grad-norm", "--grad-norm-clipping", type=auto_or(float), default=AUTO,
@@ -193,6 +200,24 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-s", "--seed", type=random_seed, default=1, help="random seed; worker rank r uses seed + r")
     add("-gp", "--gpu-ids", type=int, nargs="+", default=default_gpu_ids(),
         help="GPUs for the workers, round-robin; -1 = CPU (default: all visible GPUs, else -1)")
+
+    add = p.add_argument_group('PPO objective', 'for both algorithms: --objective ppo reuses each batch '
+                                                '(Schulman et al. 2017)').add_argument
+    add("--objective", default=AUTO, choices=[AUTO, *OBJECTIVES],
+        help="the policy loss: pg (A3C's policy gradient, IMPALA's V-trace one; each sample gives one gradient) or "
+             "ppo (PPO's clipped surrogate on the ratio of the current policy to the one that acted, each batch "
+             "reused for --ppo-epochs epochs of --minibatches minibatches); auto: pg")
+    add("--ppo-epochs", type=int, default=4, help="ppo: passes over each batch (CleanRL's --update-epochs)")
+    add("--minibatches", type=int, default=4,
+        help="ppo: minibatches each pass splits the batch into, one update each (CleanRL's --num-minibatches); "
+             "recurrent networks split by environment, so it must divide --envs-per-worker")
+    add("--clip-coef", type=float, default=0.1,
+        help="ppo: the ratio is clipped to [1 - this, 1 + this] (CleanRL's Atari 0.1)")
+    add("--clip-anneal", action=argparse.BooleanOptionalAction, default=False,
+        help="ppo: the clip coefficient falls linearly to 0 at --max-frames (RL Zoo's Atari PPO)")
+    add("--value-clip", type=auto_or(float), default=AUTO,
+        help="ppo: a value further than this from the one the rollout was acted with gains nothing from moving "
+             "further (baselines' ppo2; 0: off); auto: --clip-coef")
 
     add = p.add_argument_group('network').add_argument
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],
@@ -499,6 +524,41 @@ def check_counts(args: argparse.Namespace) -> None:
             raise BadInput(f"{flag} must be positive, got {value}")
 
 
+def check_ppo(args: argparse.Namespace) -> None:
+    """--objective ppo's numbers, and a batch that splits into --minibatches equal ones (A3G: each worker's rollout of
+    --num-steps x --envs-per-worker samples, a recurrent network's by environment, each minibatch whole sequences;
+    IMPALA: the learner's --batch-size unrolls)."""
+    if args.objective != "ppo":
+        return
+    for flag, value in (("--ppo-epochs", args.ppo_epochs), ("--minibatches", args.minibatches)):
+        if not value > 0:
+            raise BadInput(f"{flag} must be positive, got {value}")
+    if not (0 < args.clip_coef < 1):
+        raise BadInput(f"--clip-coef must lie in (0, 1), got {args.clip_coef}")
+    if not (args.value_clip >= 0 and math.isfinite(args.value_clip)):
+        raise BadInput(f"--value-clip must be a finite number >= 0, got {args.value_clip}")
+    if args.algo == "impala":
+        for flag in ("kl_mask", "clone_losses"):
+            if getattr(args, flag):
+                raise BadInput(f"{option(flag)} is for --objective pg: with ppo the clip keeps each update near the "
+                               f"behaviour policy")
+        if args.batch_size % args.minibatches:
+            raise BadInput(f"--minibatches {args.minibatches} must divide --batch-size {args.batch_size}: each "
+                           f"minibatch is whole unrolls")
+        return
+    if args.model in RECURRENT_MODELS:
+        if args.envs_per_worker % args.minibatches:
+            raise BadInput(f"--minibatches {args.minibatches} must divide --envs-per-worker {args.envs_per_worker}: "
+                           f"--model {args.model} is recurrent, so each minibatch is the whole rollout of some "
+                           f"environments")
+        return
+    for steps in sorted(set(args.distributed_step_size or [args.num_steps])):
+        if (steps * args.envs_per_worker) % args.minibatches:
+            raise BadInput(f"a rollout of {steps} steps x {args.envs_per_worker} envs does not split into "
+                           f"--minibatches {args.minibatches} equal ones: give a --minibatches that divides "
+                           f"{steps * args.envs_per_worker}")
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Every check of user input, up front (after ``auto`` flags are resolved; the counts they are resolved from,
     ``check_counts``, before); raises BadInput with a one-line reason."""
@@ -513,6 +573,7 @@ def check_args(args: argparse.Namespace) -> None:
                         ("--histogram-interval", args.histogram_interval)):
         if not (value >= 0 and math.isfinite(value)):
             raise BadInput(f"{flag} must be a number of seconds >= 0, got {value}")
+    check_ppo(args)
     if args.algo == "impala":
         if args.batch_size <= 0:
             raise BadInput(f"--batch-size must be positive, got {args.batch_size}")

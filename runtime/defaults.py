@@ -128,6 +128,15 @@ def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
         if getattr(args, name) == AUTO:
             setattr(args, name, None)
     pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer
+    pick("objective", "pg")
+    if args.objective == "ppo":
+        pick("normalize_advantages", True)  # per minibatch (CleanRL's, baselines')
+        pick("value_clip", args.clip_coef)
+    else:  # off, and nothing to clip: not listed at start-up
+        if args.normalize_advantages == AUTO:
+            args.normalize_advantages = False
+        if args.value_clip == AUTO:
+            args.value_clip = None
     if family == "atari" and args.algo == "a3g" and args.max_frames:
         pick("lr_decay", lr_fall(args.max_frames))
     elif args.lr_decay == AUTO:

@@ -8,6 +8,9 @@ from multiprocessing.context import BaseContext
 from core.timing import PHASES, PhaseClock
 
 
+LOSSES = 7  # RunState.losses' entries
+
+
 class StopFlag:
     """The run's stop request: one byte of shared memory, read and written without a lock.
 
@@ -89,9 +92,11 @@ class RunState:
         # seconds per phase (core.timing.PHASES) of each worker or actor, then the learner and the inference role:
         # each row written by its process alone, cumulative over its life
         self.phases = ctx.RawArray("d", (workers + 2) * len(PHASES))
-        # the latest update of worker 0, per step: policy loss, value loss, entropy, gradient norm
-        self.losses = ctx.RawArray("d", 4)
-        self.losses[:] = [math.nan] * 4  # NaN until the first update: nothing to log before it
+        # the latest update of worker 0 or the learner, per step (--objective ppo: per sample of the last minibatch):
+        # policy loss, value loss, entropy, gradient norm; and with --objective ppo the approximate KL, the clip
+        # fraction and the explained variance (NaN where not measured)
+        self.losses = ctx.RawArray("d", LOSSES)
+        self.losses[:] = [math.nan] * LOSSES  # NaN until the first update: nothing to log before it
         # IMPALA: written by the learner (policy lag of its latest batch: min, mean, max versions; unrolls dropped
         # for --max-policy-lag) and by each actor in its slot (times it found all its slots full)
         self.policy_lag = ctx.RawArray("d", 3)

@@ -7,7 +7,8 @@ read against agent steps as CleanRL's and SB3's are):
   and actors' ``RecordEpisodeStatistics`` through ``RunState``'s rings;
 - ``charts/SPS`` (frames/s over the interval), ``charts/agent_steps``;
 - ``losses/policy_loss``, ``losses/value_loss``, ``losses/entropy``, ``losses/grad_norm`` (A3G's worker 0 or
-  IMPALA's learner, per step), ``losses/entropy_coef`` with ``--entropy-decay`` (the bonus's coefficient at those
+  IMPALA's learner, per step; with ``--objective ppo`` per sample of the last minibatch, and
+  ``losses/approx_kl``, ``losses/clipfrac``, ``losses/explained_variance`` beside them), ``losses/entropy_coef`` with ``--entropy-decay`` (the bonus's coefficient at those
   frames), ``charts/learning_rate`` with ``--lr-decay`` (SB3's ``train/learning_rate``), and IMPALA's ``impala/*``;
 - ``perf/<phase>``: the share of the workers', actors' and learner's time in each phase over the interval
   (``core.timing.PHASES``: sync, env, act, wait, batch, learn, optimize);
@@ -72,12 +73,15 @@ class TrainingLog:
         for name, share in phase_split(self.last_phases, phases).items():  # where the roles' time went meanwhile
             writer.add_scalar(f"perf/{name}", share, step)
         self.last_phases = phases
-        policy_loss, value_loss, entropy, grad_norm = state.losses[:]
+        policy_loss, value_loss, entropy, grad_norm, approx_kl, clipfrac, explained = state.losses[:]
         if not math.isnan(entropy):  # NaN: no update yet (a 0 here would read as a collapsed policy)
             writer.add_scalar("losses/policy_loss", policy_loss, step)
             writer.add_scalar("losses/value_loss", value_loss, step)
             writer.add_scalar("losses/entropy", entropy, step)
             writer.add_scalar("losses/grad_norm", grad_norm, step)
+        for name, value in (("approx_kl", approx_kl), ("clipfrac", clipfrac), ("explained_variance", explained)):
+            if not math.isnan(value):  # --objective ppo's (explained variance: NaN too where the returns were flat)
+                writer.add_scalar(f"losses/{name}", value, step)
         if self.args.entropy_decay is not None:  # the bonus's coefficient the roles read at these frames
             writer.add_scalar("losses/entropy_coef", entropy_coef(self.args.entropy_coef, self.args.entropy_decay,
                                                                   frames), step)

@@ -34,6 +34,25 @@ def test_cartpole_learns_to_475(tmp_path):
     assert model["kind"] == "model" and "optimizer" not in model and model["return"] >= 475
 
 
+def test_cartpole_learns_to_475_with_ppo_and_tensorboard_shows_its_diagnostics(tmp_path):
+    """--objective ppo (each rollout reused for 4 epochs of 4 minibatches, every update pushed hogwild) solves
+    CartPole, and TensorBoard gets the PPO user's curves: approximate KL, clip fraction, explained variance."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    result = run_main(*CARTPOLE, "--objective", "ppo", "--stop-score", "475", "--max-seconds", "900",
+                      "--log-interval", "1", *out_dirs(tmp_path), timeout=1000)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "training CartPole-v1 (a3g, ppo) with 2 worker(s)" in result.stdout  # the start-up line names it
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["solved"] is True and summary["best_mean_return"] >= 475, summary
+    events = EventAccumulator(str(tmp_path / "run")).Reload()
+    kl, clipfrac, explained = (events.Scalars(f"losses/{name}")
+                               for name in ("approx_kl", "clipfrac", "explained_variance"))
+    assert kl and all(0 <= e.value < 1 for e in kl)
+    assert clipfrac and all(0 <= e.value <= 1 for e in clipfrac) and max(e.value for e in clipfrac) > 0
+    assert explained and all(e.value <= 1 for e in explained)
+
+
 @pytest.mark.parametrize("algo", ["a3g", "impala"])
 def test_entropy_and_lr_decay_run_in_both_algorithms(algo, tmp_path):
     """--entropy-decay and --lr-decay reach A3G's workers and IMPALA's learner (each reads the run's frame count

@@ -2,6 +2,7 @@
 that bootstrap, and gradients that reach the shared model intact."""
 
 import argparse
+import contextlib
 import multiprocessing
 
 import gymnasium as gym
@@ -13,7 +14,9 @@ from core.policy import Categorical
 from envs.rollout_envs import RolloutEnvs
 from model import Replica, build_model, fast_layout, flatten_parameters, model_meta
 from shared_optim import SharedAdam, push_gradients
-from train import a3c_loss, play_rollout
+from core.returns import gae_advantages
+from core.timing import PhaseClock
+from train import a3c_loss, play_rollout, ppo_minibatches
 
 GAMMA = 0.9
 
@@ -336,3 +339,70 @@ def test_loss_of_a_rollout_with_a_real_model_is_finite_and_trains():
     loss, *_ = a3c_loss(*rollout[:6], args)
     loss.backward()
     assert torch.isfinite(loss) and all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.parametrize("name, minibatches", [("mlplstm", 2), ("mlp", 4)])
+def test_ppo_minibatches_see_the_behaviour_policy_and_pair_each_sample_with_its_own_targets(name, minibatches):
+    """``--objective ppo``: acting records the behaviour policy's log-probabilities and values (no autograd), the
+    very numbers a forward over the rollout gives; every minibatch of an epoch, recomputed on the same weights,
+    finds ratio 1 (KL 0, nothing clipped) for its samples, and their value losses average to the whole rollout's
+    0.5 * mean(A^2) (returns = GAE + values): each sample meets its own action, old log-probability and return, a
+    recurrent network's unrolled from the rollout's first state across episode ends and a time-limit cut."""
+    torch.manual_seed(0)
+    model = build_model(model_meta(name, [2], 2, 8))
+    envs = make_envs([2, None, 4, 3], time_limit=3)
+    observations = buffer_for(envs, 5)
+    start = tuple(torch.randn_like(s) for s in model.initial_state(4))
+    rollout, _ = play_rollout(model, envs, observations, start, GAMMA, "cpu", behaviour=True)
+    assert not rollout.values.requires_grad and not rollout.log_probs.requires_grad
+    with torch.no_grad():
+        values, logits, _ = model.unroll(observations[:-1], start, rollout.dones)
+    torch.testing.assert_close(rollout.values, values, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(rollout.log_probs, model.policy.log_prob(logits, rollout.actions), rtol=1e-5, atol=1e-6)
+
+    args = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False, bound_coef=0.0,
+                              ppo_epochs=2, minibatches=minibatches, value_clip=0.1)
+    parts = [p for _, p in ppo_minibatches(model, observations, rollout, args, 0.01, 0.1, PhaseClock(),
+                                           contextlib.nullcontext())]
+    assert len(parts) == 2 * minibatches
+    advantages = gae_advantages(rollout.rewards, rollout.values, rollout.discounts, rollout.bootstrap_value, 0.95)
+    for epoch in (parts[:minibatches], parts[minibatches:]):
+        assert all(p.stats.approx_kl < 1e-6 and p.stats.clipfrac == 0 for p in epoch)
+        value_loss = sum(p.value_loss.item() for p in epoch) / minibatches
+        assert value_loss == pytest.approx(0.5 * advantages.pow(2).mean().item(), rel=1e-4)
+        surrogate = sum(p.surrogate.item() for p in epoch) / minibatches
+        assert surrogate == pytest.approx(-advantages.mean().item(), rel=1e-4, abs=1e-6)
+    assert parts[0].explained_variance == pytest.approx(
+        1 - (advantages.var(unbiased=False) / (advantages + rollout.values).var(unbiased=False)).item(), rel=1e-4)
+
+
+def test_ppo_updates_raise_the_surrogate_only_up_to_the_clip_bound():
+    """Repeated updates on one rollout move each clearly advantaged action's probability in its advantage's
+    direction, and the surrogate improves until the clip caps it: eq. 7 is at most
+    mean((1 + clip) A) over positive advantages and (1 - clip) A over negative ones, however far the ratios go."""
+    torch.manual_seed(1)
+    model = build_model(model_meta("mlp", [2], 2, 8))
+    envs = make_envs([None, None])
+    observations = buffer_for(envs, 4)
+    rollout, _ = play_rollout(model, envs, observations, model.initial_state(2), GAMMA, "cpu", behaviour=True)
+    rollout = rollout._replace(rewards=torch.tensor([[2.0, -2.0], [-2.0, 0.0], [0.0, 2.0], [2.0, -2.0]]))
+    args = argparse.Namespace(tau=0.95, value_coef=0.0, entropy_coef=0.0, normalize_advantages=False, bound_coef=0.0,
+                              ppo_epochs=300, minibatches=1, value_clip=0.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
+    losses = []
+    for loss, _ in ppo_minibatches(model, observations, rollout, args, 0.0, 0.2, PhaseClock(),
+                                   contextlib.nullcontext()):
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    advantages = gae_advantages(rollout.rewards, rollout.values, rollout.discounts, rollout.bootstrap_value, 0.95)
+    with torch.no_grad():
+        _, logits, _ = model.unroll(observations[:-1], model.initial_state(2))
+    ratio = (model.policy.log_prob(logits, rollout.actions) - rollout.log_probs).exp()
+    clear = advantages.abs() > 0.5
+    assert clear.sum() >= 6 and ((ratio > 1.2) == (advantages > 0))[clear].all()
+    assert ((ratio < 0.8) == (advantages < 0))[clear].all()
+    bound = -torch.where(advantages > 0, 1.2 * advantages, 0.8 * advantages).mean().item()
+    assert losses[0] == pytest.approx(-advantages.mean().item(), rel=1e-4)  # ratio 1 at the first update
+    assert bound - 1e-6 <= min(losses) and losses[-1] < losses[0] - 0.5 * (losses[0] - bound)

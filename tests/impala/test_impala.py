@@ -19,12 +19,12 @@ from conftest import (
     training_games,
     wait_for,
 )
-from core.policy import DiagGaussian
+from core.policy import Categorical, DiagGaussian
 from core.returns import nstep_returns, vtrace_from_action_log_probs
 from envs.environment import EnvSettings, make_env
 from impala.acting import Acting
 from impala.inference import LocalPolicy
-from impala.learner import impala_loss, learner_forward, vtrace_targets
+from impala.learner import appo_loss, impala_loss, learner_forward, vtrace_targets
 from impala.replay import ReplayBuffer
 from impala.shm import FREE, FULL, WRITING, SharedWeights, UnrollStore
 from impala.unrolls import column
@@ -162,6 +162,36 @@ def test_on_policy_loss_is_the_n_step_actor_critic_loss():
     torch.testing.assert_close(entropy, -(probs * probs.log()).sum(-1).sum(0).mean())
     torch.testing.assert_close(loss, policy_loss + 0.5 * baseline_loss - 0.01 * entropy)
 
+
+
+def test_appo_loss_at_the_behaviour_policy_is_the_v_trace_loss_per_step():
+    """--objective ppo (APPO) on an on-policy batch (ratio 1) whose values are those the value clip keeps near: the
+    surrogate's gradient is V-trace's policy gradient, and the value loss its baseline loss, each divided by the
+    T x n steps (PPO's means against V-trace's sums over time averaged over unrolls); with the behaviour policy
+    shifted, the ratio leaves 1 and the clip fraction counts what left the range."""
+    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
+                              bound_coef=0.0, value_clip=0.1)
+    T, n = 5, 4
+    dones = torch.zeros(T, n)
+    dones[1, 2] = 1.0
+    batch = fake_batch(T, n, 3, 4, dones)
+    logits = torch.randn(T + 1, n, 4, requires_grad=True)
+    batch["logits"] = logits[:-1].detach().clone()
+    values = torch.randn(T + 1, n, requires_grad=True)
+    policy = Categorical(4)
+    loss, stats, (surrogate, value_loss, entropy) = appo_loss(batch, logits, values, torch.zeros(T, n),
+                                                              values[:-1].detach(), args, policy, 0.01, 0.2)
+    _, policy_loss, baseline_loss, vtrace_entropy = impala_loss(batch, logits, values, torch.zeros(T, n), args)
+    assert stats.approx_kl == pytest.approx(0.0, abs=1e-7) and stats.clipfrac == 0.0
+    (appo_grad,) = torch.autograd.grad(surrogate, logits, retain_graph=True)
+    (vtrace_grad,) = torch.autograd.grad(policy_loss, logits, retain_graph=True)
+    torch.testing.assert_close(appo_grad * T, vtrace_grad)
+    torch.testing.assert_close(value_loss * T, baseline_loss)
+    torch.testing.assert_close(entropy * T, vtrace_entropy)
+    torch.testing.assert_close(loss, surrogate + 0.5 * value_loss - 0.01 * entropy)
+    batch["logits"] = batch["logits"] + torch.randn(T, n, 4, generator=torch.Generator().manual_seed(1))
+    _, stats, _ = appo_loss(batch, logits, values, torch.zeros(T, n), values[:-1].detach(), args, policy, 0.01, 0.2)
+    assert stats.approx_kl > 0 and 0 < stats.clipfrac <= 1
 
 
 def test_normalized_advantages_in_the_v_trace_loss_leave_masked_steps_out():
@@ -307,14 +337,16 @@ def test_impala_run_writes_the_same_run_directory_and_resumes_as_a3g(tmp_path):
     assert read_json(run / "summary.json")["frames"] >= target
 
 
-def test_a_run_whose_episodes_a_time_limit_cuts_learns_values_beyond_the_cut(tmp_path):
+@pytest.mark.parametrize("objective", [["--clone-losses"], ["--objective", "ppo"]])
+def test_a_run_whose_episodes_a_time_limit_cuts_learns_values_beyond_the_cut(tmp_path, objective):
     """--max-episode-length 5 with unrolls of 20 steps (4 cuts an unroll, each bootstrapped by the learner), through
-    the inference server, a replay and the cloning losses: the run ends normally, and the critic values CartPole's
-    start well above 5, the most an episode cut at 5 steps could return if a cut were the end."""
+    the inference server and a replay, with the cloning losses or PPO's epochs over each batch (APPO): the run ends
+    normally, and the critic values CartPole's start well above 5, the most an episode cut at 5 steps could return
+    if a cut were the end."""
     replays = ('[{"type": "queue", "capacity": 1, "sample_ratio": 0.5}, '
                '{"type": "standard", "capacity": 64, "sample_ratio": 0.5}]')
     result = run_main(*CARTPOLE, "--max-episode-length", "5", "--num-steps", "20", "--inference", "server",
-                      "--replay-parameters", replays, "--clone-losses", "--max-frames", "20000", *out_dirs(tmp_path),
+                      "--replay-parameters", replays, *objective, "--max-frames", "20000", *out_dirs(tmp_path),
                       timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert read_json(tmp_path / "run" / "summary.json")["stop_reason"] == "max_frames"

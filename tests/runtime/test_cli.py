@@ -51,6 +51,18 @@ from envs.environment import ATARI_CONFIG, EnvSettings
     (["--evaluator-cpu", "0"], ["--evaluator-cpu"]),
     (["--evaluator-cpu", "1.5"], ["--evaluator-cpu"]),
     (["--evaluator-cpu", "half"], ["--evaluator-cpu"]),
+    (["--objective", "trpo"], ["--objective"]),
+    (["--objective", "ppo", "--ppo-epochs", "0"], ["--ppo-epochs", "positive"]),
+    (["--objective", "ppo", "--minibatches", "-2"], ["--minibatches", "positive"]),
+    (["--objective", "ppo", "--clip-coef", "1.5"], ["--clip-coef", "(0, 1)"]),
+    (["--objective", "ppo", "--clip-coef", "nan"], ["--clip-coef", "(0, 1)"]),
+    (["--objective", "ppo", "--value-clip", "-0.1"], ["--value-clip", ">= 0"]),
+    (["--objective", "ppo", "--num-steps", "5", "--minibatches", "3"],
+     ["5 steps x 8 envs", "--minibatches 3", "divides 40"]),
+    (["--objective", "ppo", "--model", "a3clstm", "--minibatches", "3"],
+     ["--minibatches 3 must divide --envs-per-worker 8", "recurrent"]),
+    (["--objective", "ppo", "--algo", "impala", "--batch-size", "6"], ["--minibatches 4 must divide --batch-size 6"]),
+    (["--objective", "ppo", "--algo", "impala", "--kl-mask"], ["--kl-mask is for --objective pg"]),
 ])
 def test_bad_flags(flags, words, tmp_path):
     assert_bad_input(main_in_process(*flags, *out_dirs(tmp_path)), *words)
@@ -234,6 +246,11 @@ def replays(**custom):
     ([*IMPALA, "--replay-parameters", replays(dist_function="kl_div")],  # a custom replay that ranks nothing
      ["entry 2", "a custom replay needs", "sample_strategy", "insert_strategy"]),
     ([*CARTPOLE, "--skip-rate", "7"], ["--skip-rate is for Atari and retro games"]),
+    ([*CARTPOLE, "--ppo-epochs", "8"], ["--ppo-epochs needs --objective ppo"]),
+    ([*CARTPOLE, "--objective", "pg", "--clip-coef", "0.2"], ["--clip-coef needs --objective ppo", "pg"]),
+    ([*CARTPOLE, "--minibatches", "8"], ["--minibatches needs --objective ppo"]),
+    ([*CARTPOLE, "--clip-anneal"], ["--clip-anneal needs --objective ppo"]),
+    ([*CARTPOLE, "--value-clip", "0.2"], ["--value-clip needs --objective ppo"]),
     (["--env", "Pong-v4", "--skip-rate", "2"], ["--skip-rate cannot change Pong-v4", "a random 2-4 frames"]),
 ])
 def test_a_flag_nothing_reads_is_refused(flags, words, tmp_path):

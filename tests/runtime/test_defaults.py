@@ -22,7 +22,10 @@ def auto_args(**given):
     return argparse.Namespace(optimizer=given.pop("optimizer", "Adam"), algo=given.pop("algo", "a3g"),
                               workers=given.pop("workers", 2), num_buffers=given.pop("num_buffers", None),
                               backend=given.pop("backend", "shm"), max_frames=given.pop("max_frames", None),
-                              **{n: given.get(n, AUTO) for n in names + ["inference", "batch_size", "lr_decay"]})
+                              clip_coef=given.pop("clip_coef", 0.1),
+                              **{n: given.get(n, AUTO) for n in names + ["inference", "batch_size", "lr_decay",
+                                                                         "objective", "normalize_advantages",
+                                                                         "value_clip"]})
 
 
 @pytest.mark.parametrize("family,gpu,bf16,expected", [
@@ -49,8 +52,20 @@ def test_family_and_machine_defaults(family, gpu, bf16, expected):
     assert args.eps == 1e-3
     names = {"atari": "Atari", "classic": "classic control", "retro": "retro games",
              "continuous": "continuous control"}
-    assert len(picked) == 11 and names[family] in description
+    assert len(picked) == 12 and names[family] in description
+    assert (args.objective, args.normalize_advantages, args.value_clip) == ("pg", False, None)  # not listed
     assert args.obs_norm is (family == "continuous")
+
+
+def test_ppo_normalises_advantages_per_minibatch_and_clips_values_by_the_clip_coefficient():
+    args = auto_args(objective="ppo", clip_coef=0.2)
+    _, picked = resolve_defaults(args, "atari", on_gpu=False, native_bf16=False)
+    assert (args.normalize_advantages, args.value_clip) == (True, 0.2)
+    assert {("--normalize-advantages", True), ("--value-clip", 0.2)} <= set(picked)
+    assert "--objective" not in dict(picked)  # given, not picked
+    args = auto_args(objective="ppo", normalize_advantages=False, value_clip=0.0)
+    resolve_defaults(args, "atari", on_gpu=False, native_bf16=False)
+    assert (args.normalize_advantages, args.value_clip) == (False, 0.0)
 
 
 @pytest.mark.parametrize("algo, unchosen", [("a3g", ("inference", "batch_size")), ("impala", ("train_forward",))])
@@ -120,7 +135,8 @@ def test_explicit_flags_win_and_the_learning_rate_follows_the_network():
     _, picked = resolve_defaults(args, family="atari", on_gpu=False, native_bf16=True)
     assert (args.model, args.bf16, args.lr, args.envs_per_worker) == ("a3clstm", False, 5e-5, 8)
     assert {flag for flag, _ in picked} == {"--envs-per-worker", "--hidden-size", "--value-coef", "--eps",
-                                            "--train-forward", "--reward-clipping", "--obs-norm", "--max-grad-norm"}
+                                            "--train-forward", "--reward-clipping", "--obs-norm", "--max-grad-norm",
+                                            "--objective"}
     args = auto_args(model="a3clstm")
     resolve_defaults(args, family="atari", on_gpu=False, native_bf16=False)
     assert args.lr == 1e-4  # rl_a3c_pytorch's rate for its network
