@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The tools run as ``python -m tools.<name>`` from the repository; a test that runs one from another folder finds
 # the package through this.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
-TOOLS = ("bench", "sweep", "soak", "plot", "export_model", "retro_import", "retro_state", "save_states")
+TOOLS = ("bench", "sweep", "soak", "plot", "versus", "export_model", "retro_import", "retro_state", "save_states")
 
 
 def command(name):
