@@ -66,6 +66,11 @@ LR = {"a3clstm": 1e-4, "nature": 3e-4, "resnet": 3e-4, "mlplstm": 2e-3, "mlp": 2
 A3G_ATARI_WORKERS = 2  # the most hogwild workers measured to learn Breakout (module docstring)
 HIDDEN = {"a3clstm": 512, "mlplstm": 64, "mlp": 64, "nature": 512, "resnet": 512}  # feed-forward nets ignore it
 ONE_ALGORITHMS_AUTO = ("inference", "batch_size", "train_forward")  # auto flags that only one --algo reads
+# --objective ppo's settings for Atari: CleanRL's and RL Zoo's (8 envs x 128 steps, GAE 0.95, Adam 2.5e-4 with eps
+# 1e-5, the gradient norm clipped at 0.5); IMPALA keeps its unrolls and reads no --tau (tools.bench's ":ppo")
+PPO_ATARI_FLAGS = {"a3g": ["--num-steps", "128", "--tau", "0.95", "--lr", "2.5e-4", "--eps", "1e-5",
+                           "--max-grad-norm", "0.5"],
+                   "impala": ["--lr", "2.5e-4", "--eps", "1e-5", "--max-grad-norm", "0.5"]}
 
 
 def auto_or(kind: type) -> Callable[[str], object]:

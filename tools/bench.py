@@ -14,13 +14,14 @@ In one run and one process tree it measures
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
 straightforward one-env-per-worker loop). A configuration is
-``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite|:eliteN][:running|:scale]``
+``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:ppo][:replay|:elite|:eliteN][:running|:scale]``
 (``impala``: IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping
 environments; ``server``: with ``--inference server``; ``replay``: IMPALA with ``REPLAYS["replay"]``, half of
 each batch fresh and half replayed uniformly; ``elite``: the same with elite sampling, strategy 3, lambda 6 (not
 annealed in a bench run), scoring the first 5 steps of each candidate (the default ``score_steps``); ``eliteN``,
 e.g. ``elite20``: that scoring the first N steps (20, the unroll: every step); ``batched``: A3G's
-``--train-forward batched``; ``running``/``scale``: that ``--frame-norm`` instead of the default, frame; the
+``--train-forward batched``; ``ppo``: ``--objective ppo`` with ``runtime.defaults.PPO_ATARI_FLAGS``, its network
+ceiling counting acting plus PPO_EPOCHS batched training passes per sample; ``running``/``scale``: that ``--frame-norm`` instead of the default, frame; the
 emulator ceiling is always the default pipeline's, uint8 frames).
 A configuration whose run loses a process (a crash: its error is printed) is not measured: the others' figures are
 kept, the table's base is the first one measured, the JSON lists it under "failed", and the exit status is 1.
@@ -54,6 +55,7 @@ from impala.shm import impala_roles
 from model import FRAME_FORMAT, MODELS, build_model, fast_layout, flatten_parameters, obs_dtype
 from runtime.config import cpu_share, default_gpu_ids, validate
 from runtime.context import RunContext
+from runtime.defaults import PPO_ATARI_FLAGS
 from runtime.processes import evaluator_cpu_share, process_context, stop_fork_server
 from runtime.run_dir import prepare_run_dir
 from runtime.run_state import RunState
@@ -76,7 +78,8 @@ class RoleDied(RuntimeError):
     """A process of the measured run died: its frames/s would be the survivors' (or none)."""
 
 
-TOKENS = ("bf16", "nocl", "batched", "impala", "server", *REPLAYS, "running", "scale")  # and eliteN
+PPO_EPOCHS = 4  # --ppo-epochs' default: the training passes a ":ppo" configuration makes over each sample
+TOKENS = ("bf16", "nocl", "batched", "impala", "server", "ppo", *REPLAYS, "running", "scale")  # and eliteN
 
 
 def is_scored_elite(token: str) -> bool:
@@ -111,7 +114,8 @@ def parse_config(text: str) -> dict:
             "inference": "server" if "server" in parts[2:] else "local",
             "replay": next((kind for kind in REPLAYS if kind in parts[2:]), "elite" if scored else None),
             "score_steps": int(scored[0][len("elite"):]) if scored else None,
-            "frame_norm": next((norm for norm in ("running", "scale") if norm in parts[2:]), "frame")}
+            "frame_norm": next((norm for norm in ("running", "scale") if norm in parts[2:]), "frame"),
+            "objective": "ppo" if "ppo" in parts[2:] else "pg"}
 
 
 def replay_parameters(config: dict) -> str:
@@ -223,6 +227,8 @@ def training_argv(env_id: str, config: dict, workers: int, out: str, evaluator_c
             argv += ["--replay-parameters", replay_parameters(config)]
     else:
         argv += ["--train-forward", config["train_forward"]]
+    if config.get("objective") == "ppo":
+        argv += ["--objective", "ppo", *PPO_ATARI_FLAGS[config["algo"]]]
     return argv
 
 
@@ -279,7 +285,7 @@ def main() -> int:
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--configs", nargs="+", default=STANDARD,
-                   help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:replay|:elite|:eliteN]"
+                   help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:ppo][:replay|:elite|:eliteN]"
                         "[:running|:scale] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
@@ -345,9 +351,13 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="a3g-bench-") as out:
             argv = ["--env", args.env, "--model", config["model"], "--run-dir", out, "--frame-norm", config["frame_norm"]]
             _, _, meta, _, _ = validate(argv)
+            ppo = config["objective"] == "ppo"
             infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
-                                        iters=1 if args.quick else 3, batched=config["train_forward"] == "batched",
+                                        iters=1 if args.quick else 3,
+                                        batched=ppo or config["train_forward"] == "batched",
                                         device=device_for(args.gpu_ids, 0))
+            if ppo:  # acting without autograd, then --ppo-epochs forward+backward passes over every sample
+                train = infer + PPO_EPOCHS * train
             try:
                 fps, split = training_fps(args.env, config, args.workers, args.warmup, args.seconds, out,
                                           args.evaluator_cpu, args.evaluator_nice, args.gpu_ids)

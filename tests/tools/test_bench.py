@@ -52,6 +52,19 @@ def test_configuration_names():
     assert parse_config("nature:8:impala:elite3")["score_steps"] == 3
 
 
+def test_a_ppo_configuration_runs_main_py_with_the_atari_ppo_settings(tmp_path):
+    """``:ppo``: --objective ppo with runtime.defaults.PPO_ATARI_FLAGS, checked by main.py's own validation; A3G's
+    rollout of 128 steps and GAE 0.95, IMPALA's unrolls as they are (it reads no --tau)."""
+    from runtime.config import validate
+    from tools.bench import parse_config, training_argv
+
+    assert parse_config("nature:8")["objective"] == "pg" and parse_config("nature:8:ppo")["objective"] == "ppo"
+    for entry, steps in (("nature:8:bf16:batched:ppo", 128), ("nature:8:impala:ppo", 20)):
+        args = validate(training_argv("BreakoutNoFrameskip-v4", parse_config(entry), 2, str(tmp_path / entry)))[0]
+        assert (args.objective, args.num_steps, args.lr, args.eps, args.max_grad_norm) == ("ppo", steps, 2.5e-4,
+                                                                                           1e-5, 0.5)
+
+
 @pytest.mark.parametrize("entry, says", [("bogus:8", "the model 'bogus'"), ("nature:x", "environments per worker 'x'"),
                                          ("nature:0", "environments per worker '0'"), ("nature:8:bf17", "'bf17'"),
                                          # measured as A3G, named as IMPALA: refused
