@@ -41,7 +41,8 @@ def temporary_name(path: str | os.PathLike) -> str:
 
 
 def process_alive(pid: int) -> bool:
-    """Whether a process with this id runs (another user's included)."""
+    """Whether a process with this id runs (another user's included). A zombie (exited, not yet reaped: an
+    orphan whose new parent, a container's init, may never reap it) does not: it writes nothing more."""
     if pid <= 0:  # to os.kill, these name process groups
         return False
     try:
@@ -50,7 +51,11 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:  # another user's
         pass
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:  # "pid (name) state ...": the name may hold spaces and parentheses
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):  # no /proc (not Linux), or the process went meanwhile
+        return True if not os.path.isdir("/proc") else os.path.exists(f"/proc/{pid}")
 
 
 def remove_stale_temporaries(folder: str | os.PathLike, writers: Iterable[int]) -> None:

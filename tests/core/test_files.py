@@ -5,10 +5,11 @@ import errno
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from core.files import atomic_write_text, keep_as, readable_rows, remove_stale_temporaries
+from core.files import atomic_write_text, keep_as, process_alive, readable_rows, remove_stale_temporaries
 
 
 def test_stale_temporaries_of_the_runs_processes_are_removed_and_nothing_else(tmp_path):
@@ -35,6 +36,23 @@ def test_stale_temporaries_of_the_runs_processes_are_removed_and_nothing_else(tm
     assert (tmp_path / "checkpoint.pt").read_text() == "whole"
     remove_stale_temporaries(tmp_path / "missing", [dead.pid])  # a folder the run never made: nothing to do
     remove_stale_temporaries(None, [dead.pid])
+
+
+def test_a_writer_that_exited_but_was_never_reaped_is_not_alive(tmp_path):
+    """A child killed mid-write whose parent (the fork server, gone by then) never reaped it stays a zombie until
+    init does, and a container's init may never do: its temporary is stale all the same."""
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "Z" not in open(f"/proc/{zombie.pid}/stat").read().rpartition(")")[2][:3]:
+        time.sleep(0.05)  # exited, not waited for: a zombie
+    try:
+        (tmp_path / f"best_model.pt.tmp.{zombie.pid}").write_text("half")
+        assert not process_alive(zombie.pid)
+        remove_stale_temporaries(tmp_path, [zombie.pid])
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        zombie.wait()
+    assert process_alive(os.getpid())
 
 
 def test_try_write_finds_a_bad_output_path_and_leaves_nothing(tmp_path):
