@@ -17,7 +17,7 @@ import argparse
 import collections
 import math
 import os
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -228,6 +228,26 @@ def ppo_minibatches(model: torch.nn.Module, observations: torch.Tensor, rollout:
             yield loss, PPOParts(surrogate, value_loss, entropy, stats, explained)
 
 
+def push_each(losses: Iterable[tuple[torch.Tensor, PPOParts | None]], update: Update, lr: float,
+              pull: Callable[[], None] | None = None) -> tuple[torch.Tensor, bool, PPOParts | None]:
+    """Each ``(loss, parts)`` of ``losses`` one update of the shared model; with ``pull`` (``--objective ppo``: the
+    replica's) called after each, before the next loss is asked for, so that its forward (which
+    ``ppo_minibatches`` runs only then) sees the weights this update, and the other workers', made. Returns the
+    last update's gradient norm, whether every update was applied, and the last parts."""
+    all_applied, grad_norm, parts = True, torch.tensor(math.nan), None
+    for loss, parts in losses:
+        grad_norm, applied = update(loss, lr)
+        all_applied &= applied
+        if pull is not None:
+            pull()
+    return grad_norm, all_applied, parts
+
+
+def pull(replica: Replica, clock: PhaseClock) -> None:
+    with clock.phase("sync"):
+        replica.pull()
+
+
 def train(rank: int, run: RunContext, parent_pid: int) -> None:
     """Worker ``rank``: rollouts, A3C losses and updates of the shared model until the run stops."""
     args, settings, meta, shared_model, optimizer, state = (run.args, run.settings, run.meta, run.shared_model,
@@ -270,8 +290,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
     fault_raise = rank == 0 and injected_fault("worker_raise")
 
     while not state.stop.is_set() and parent_alive(parent_pid):
-        with clock.phase("sync"):
-            replica.pull()
+        pull(replica, clock)
         observations[0] = observations[-1]  # where the previous rollout left off
         # One autocast region for the whole rollout (with --bf16): the weights are cast to bfloat16 once per
         # rollout rather than at every step (17% of the Nature network's training cost at 8 envs).
@@ -281,7 +300,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
         frames = state.frames.value
         coef, lr = entropy_coef(args.entropy_coef, args.entropy_decay, frames), learning_rate(args.lr, args.lr_decay,
                                                                                               frames)
-        if ppo:  # every minibatch's update pushed as it is made, the replica pulled before the next
+        if ppo:  # every minibatch's update pushed as it is made, the replica pulled before the next one's forward
             clip = clip_coefficient(args.clip_coef, args.clip_anneal, frames, args.max_frames)
             losses = ppo_minibatches(model, observations, rollout, args, coef, clip, clock, autocast)
         else:
@@ -291,17 +310,11 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
         if obs_stats is not None:  # one process keeps the observation statistics: they reach the others' next pull
             obs_stats.update(observations[:-1])
 
-        all_applied = True
-        for minibatch, (loss, parts) in enumerate(losses):
-            if fault_nan:
-                loss = loss * float("nan")
-            if fault_raise and updates >= 2:
-                raise RuntimeError("injected fault: worker crash (A3G_FAULT=worker_raise)")
-            if minibatch:
-                with clock.phase("sync"):
-                    replica.pull()
-            grad_norm, applied = update(loss, lr)
-            all_applied &= applied
+        if fault_nan:
+            losses = ((loss * float("nan"), parts) for loss, parts in losses)
+        if fault_raise and updates >= 2:
+            raise RuntimeError("injected fault: worker crash (A3G_FAULT=worker_raise)")
+        grad_norm, all_applied, parts = push_each(losses, update, lr, (lambda: pull(replica, clock)) if ppo else None)
         if rank == 0:
             gradient_histograms(model, state.frames.value)
         if not all_applied:

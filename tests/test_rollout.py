@@ -16,7 +16,7 @@ from model import Replica, build_model, fast_layout, flatten_parameters, model_m
 from shared_optim import SharedAdam, push_gradients
 from core.returns import gae_advantages
 from core.timing import PhaseClock
-from train import a3c_loss, play_rollout, ppo_minibatches
+from train import a3c_loss, play_rollout, ppo_minibatches, push_each
 
 GAMMA = 0.9
 
@@ -406,3 +406,28 @@ def test_ppo_updates_raise_the_surrogate_only_up_to_the_clip_bound():
     bound = -torch.where(advantages > 0, 1.2 * advantages, 0.8 * advantages).mean().item()
     assert losses[0] == pytest.approx(-advantages.mean().item(), rel=1e-4)  # ratio 1 at the first update
     assert bound - 1e-6 <= min(losses) and losses[-1] < losses[0] - 0.5 * (losses[0] - bound)
+
+
+def test_each_ppo_minibatch_is_computed_on_the_weights_the_previous_update_made():
+    """The worker pushes a minibatch's update, pulls the shared weights, and only then is the next minibatch's
+    forward run (``ppo_minibatches`` computes it when asked for): forward, update, pull, forward, ... A pull after
+    the forward would leave every minibatch one update behind, its own last update missing."""
+    torch.manual_seed(0)
+    model = build_model(model_meta("mlp", [2], 2, 8))
+    envs = make_envs([None, None])
+    observations = buffer_for(envs, 4)
+    rollout, _ = play_rollout(model, envs, observations, model.initial_state(2), GAMMA, "cpu", behaviour=True)
+    events, forward = [], model.forward
+
+    def recorded(*a, **k):
+        events.append("forward")
+        return forward(*a, **k)
+
+    model.forward = recorded
+    args = argparse.Namespace(tau=0.95, value_coef=0.5, entropy_coef=0.01, normalize_advantages=True, bound_coef=0.0,
+                              ppo_epochs=2, minibatches=2, value_clip=0.1)
+    losses = ppo_minibatches(model, observations, rollout, args, 0.01, 0.1, PhaseClock(), contextlib.nullcontext())
+    update = lambda loss, lr: (events.append("update"), (torch.tensor(1.0), True))[1]  # noqa: E731
+    grad_norm, applied, parts = push_each(losses, update, 1e-3, lambda: events.append("pull"))
+    assert events == ["forward", "update", "pull"] * 4
+    assert applied and parts is not None and grad_norm.item() == 1.0
