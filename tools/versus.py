@@ -26,7 +26,8 @@ and the frames it had played by each mark; the figure, the running mean of 100 t
 minutes and against frames.
 
 Exit codes: 0 every run ended as planned; 1 some did not (the others went on); 2 bad input, one line on stderr;
-130 Ctrl-C (the running contestant gets it too, and the report covers the runs so far).
+130 Ctrl-C, 143 SIGTERM (either way the running contestant is stopped with Ctrl-C, and the report covers the runs
+so far).
 """
 
 import argparse
@@ -45,7 +46,7 @@ import time
 from typing import Sequence
 
 from core.cli import OneLineParser, positive_int, random_seed
-from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, BadInput
+from core.errors import EXIT_BAD_INPUT, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, BadInput
 from core.files import atomic_write_bytes, atomic_write_text, load_json, readable_rows
 
 PROG = "python -m tools.versus"
@@ -134,6 +135,14 @@ def command_for(args: argparse.Namespace, name: str, run: int, folder: str) -> l
             "-f", folder, "--vec-env", "dummy"]
 
 
+class Terminated(Exception):
+    """A SIGTERM to versus.py: the running contestant is stopped as for Ctrl-C, then the report."""
+
+
+def on_sigterm(signum, frame):
+    raise Terminated
+
+
 STOPPED = (0, 130, -signal.SIGINT)  # a contestant that ended by itself, or saved and exited on Ctrl-C
 
 
@@ -149,9 +158,9 @@ def play(command: list[str], seconds: float, log: str) -> int:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGINT)
             proc.wait(GRACE)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt) as exc:
+    except (subprocess.TimeoutExpired, KeyboardInterrupt, Terminated) as exc:
         stop_group(proc)
-        if isinstance(exc, KeyboardInterrupt):
+        if not isinstance(exc, subprocess.TimeoutExpired):
             raise
     finally:
         stop_group(proc)
@@ -311,6 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     record["runs"] = []  # one entry per run as it starts: its command, folder and (once it ended) exit status
     path = os.path.join(args.out, "versus.json")
     failed = False
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         for run in range(1, args.runs + 1):
             for name in args.contestants:
@@ -323,10 +333,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 entry["exit"] = play(command, args.seconds, os.path.join(args.out, f"{folder}.log"))
                 failed |= entry["exit"] != 0
                 atomic_write_text(path, json.dumps(record, indent=1))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated) as exc:
         atomic_write_text(path, json.dumps(record, indent=1))
         print(report(args.out), end="")
-        return EXIT_SIGINT
+        return EXIT_SIGINT if isinstance(exc, KeyboardInterrupt) else EXIT_SIGTERM
     print(report(args.out), end="")
     return EXIT_CRASH if failed else EXIT_OK
 
