@@ -8,6 +8,11 @@ Each rollout:
 4. copy the gradients into the shared model's ``.grad`` (this process's own buffers: no locks, no allocation) and
    step the optimizer, which updates the shared weights (and, with ``--shared-optimizer``, the shared statistics).
 
+With ``--objective ppo`` step 2 acts without autograd, keeping the behaviour policy's log-probabilities and values,
+and steps 3-4 become ``--ppo-epochs`` passes over the rollout in ``--minibatches``, each minibatch's loss (PPO's
+clipped surrogate, the clipped value loss, the entropy bonus) one update of the shared model, the replica pulled
+before the next minibatch's forward (``ppo_minibatches``, ``push_each``).
+
 The LSTM state is carried from one rollout to the next (detached: truncated backprop through time) and reset to
 zero where an episode ended. An episode cut by a time limit (``--max-episode-length``, CartPole's 500 steps) is not
 terminal: its return bootstraps from the value of the observation it was cut at (``play_rollout``).
@@ -249,7 +254,8 @@ def pull(replica: Replica, clock: PhaseClock) -> None:
 
 
 def train(rank: int, run: RunContext, parent_pid: int) -> None:
-    """Worker ``rank``: rollouts, A3C losses and updates of the shared model until the run stops."""
+    """Worker ``rank``: rollouts, A3C losses (or PPO's minibatches) and updates of the shared model until the run
+    stops."""
     args, settings, meta, shared_model, optimizer, state = (run.args, run.settings, run.meta, run.shared_model,
                                                             run.optimizer, run.state)
     setup_child_process(args.seed + rank, parent_pid)
@@ -291,6 +297,7 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
 
     while not state.stop.is_set() and parent_alive(parent_pid):
         pull(replica, clock)
+        acted_at = optimizer.global_step  # the shared model's updates so far: how old the acting weights will be
         observations[0] = observations[-1]  # where the previous rollout left off
         # One autocast region for the whole rollout (with --bf16): the weights are cast to bfloat16 once per
         # rollout rather than at every step (17% of the Nature network's training cost at 8 envs).
@@ -330,6 +337,8 @@ def train(rank: int, run: RunContext, parent_pid: int) -> None:
             state.losses[:] = [parts.surrogate.item(), parts.value_loss.item(), parts.entropy.item(),
                                grad_norm.item(), parts.stats.approx_kl, parts.stats.clipfrac,
                                parts.explained_variance]
+        if rank == 0 and args.shared_optimizer:  # updates between the acting weights and the last update's
+            state.policy_lag[1] = optimizer.global_step - acted_at - 1
 
 
 def a3g_roles(run: RunContext) -> dict[str, tuple[Callable, tuple]]:

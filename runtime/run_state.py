@@ -98,7 +98,8 @@ class RunState:
         self.losses = ctx.RawArray("d", LOSSES)
         self.losses[:] = [math.nan] * LOSSES  # NaN until the first update: nothing to log before it
         # IMPALA: written by the learner (policy lag of its latest batch: min, mean, max versions; unrolls dropped
-        # for --max-policy-lag) and by each actor in its slot (times it found all its slots full)
+        # for --max-policy-lag) and by each actor in its slot (times it found all its slots full); A3G: worker 0's
+        # latest lag in the middle entry
         self.policy_lag = ctx.RawArray("d", 3)
         self.dropped = ctx.RawValue("q", 0)
         self.actor_waits = SlotCounter(ctx, "q", workers)

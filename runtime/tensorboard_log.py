@@ -8,7 +8,9 @@ read against agent steps as CleanRL's and SB3's are):
 - ``charts/SPS`` (frames/s over the interval), ``charts/agent_steps``;
 - ``losses/policy_loss``, ``losses/value_loss``, ``losses/entropy``, ``losses/grad_norm`` (A3G's worker 0 or
   IMPALA's learner, per step; with ``--objective ppo`` per sample of the last minibatch, and
-  ``losses/approx_kl``, ``losses/clipfrac``, ``losses/explained_variance`` beside them), ``losses/entropy_coef`` with ``--entropy-decay`` (the bonus's coefficient at those
+  ``losses/approx_kl``, ``losses/clipfrac``, ``losses/explained_variance`` beside them), ``a3g/policy_lag``
+  (A3G with the shared optimizer: the shared model's updates between the weights worker 0 acted with and its last
+  update, its own included), ``losses/entropy_coef`` with ``--entropy-decay`` (the bonus's coefficient at those
   frames), ``charts/learning_rate`` with ``--lr-decay`` (SB3's ``train/learning_rate``), and IMPALA's ``impala/*``;
 - ``perf/<phase>``: the share of the workers', actors' and learner's time in each phase over the interval
   (``core.timing.PHASES``: sync, env, act, wait, batch, learn, optimize);
@@ -79,6 +81,8 @@ class TrainingLog:
             writer.add_scalar("losses/value_loss", value_loss, step)
             writer.add_scalar("losses/entropy", entropy, step)
             writer.add_scalar("losses/grad_norm", grad_norm, step)
+            if self.args.algo == "a3g" and self.args.shared_optimizer:  # worker 0's latest, in shared updates
+                writer.add_scalar("a3g/policy_lag", state.policy_lag[1], step)
         for name, value in (("approx_kl", approx_kl), ("clipfrac", clipfrac), ("explained_variance", explained)):
             if not math.isnan(value):  # --objective ppo's (explained variance: NaN too where the returns were flat)
                 writer.add_scalar(f"losses/{name}", value, step)
