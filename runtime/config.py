@@ -379,6 +379,7 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
 
 
 PATH_FLAGS = ("resume", "run_dir", "save_model_dir", "log_dir", "env_config")
+OBJECTIVE_AUTO = ("normalize_advantages", "value_clip")  # auto flags whose value follows --objective
 
 
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, dict]:
@@ -407,6 +408,10 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, di
             args.eps = AUTO  # the saved eps was the other optimizer's
         if "max_frames" in explicit and "lr_decay" not in explicit and "--lr-decay" in auto_picked(saved):
             args.lr_decay = AUTO  # the saved span was auto's, for the old budget: auto picks one for the new
+        if explicit.get("objective", saved.get("objective")) != saved.get("objective"):  # auto's for the old one
+            for name in OBJECTIVE_AUTO:
+                if name not in explicit and option(name) in auto_picked(saved):
+                    setattr(args, name, AUTO)
         if algo != saved_algo:  # what auto picked was for the other algorithm: picked afresh for this one
             for name in map(dest, auto_picked(saved)):
                 if name not in explicit and hasattr(args, name):
@@ -755,6 +760,8 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     check_env_id(args.env)  # unknown ids and retro games without their ROM fail here, before anything is built
     on_gpu = args.gpu_ids != [-1]
     lr_decay_auto = args.lr_decay == AUTO  # auto's even where it settles on a constant rate (no budget to fall by)
+    # auto's too where the objective left them off or unread (pg): a resume with --objective ppo picks them afresh
+    objective_auto = [option(name) for name in OBJECTIVE_AUTO if getattr(args, name) == AUTO]
     check_counts(args)
     description, picked = resolve_defaults(args, family(args.env), on_gpu, cpu_has_native_bf16())
     picked_now = describe(description, picked) + worker_cap_note(picked)
@@ -763,9 +770,10 @@ def validate(argv: Sequence[str]) -> tuple[argparse.Namespace, EnvSettings, dict
     args.defaults = picked_now or saved.get("defaults", "")
     # which values are auto's, not the user's: a later resume with a new budget picks auto's --lr-decay span again,
     # however many resumes ago auto picked it (a flag given since is the user's)
-    earlier = [flag for flag in auto_picked(saved) if dest(flag) not in given
-               and (flag == "--lr-decay" or getattr(args, dest(flag), None) is not None)]  # None: the other algorithm's
-    args.auto_flags = sorted({*earlier, *(flag for flag, _ in picked), *(["--lr-decay"] if lr_decay_auto else [])})
+    earlier = [flag for flag in auto_picked(saved) if dest(flag) not in given  # None: the other algorithm's
+               and (flag == "--lr-decay" or dest(flag) in OBJECTIVE_AUTO or getattr(args, dest(flag), None) is not None)]
+    args.auto_flags = sorted({*earlier, *(flag for flag, _ in picked), *(["--lr-decay"] if lr_decay_auto else []),
+                              *objective_auto})
     check_args(args)
     check_flags_read(args, given)
     check_impala_optimizer(args, given)

@@ -161,12 +161,15 @@ def test_ray_run_writes_the_same_run_directory_and_resumes_with_shm_and_back(tmp
     assert second.returncode == 0, second.stderr[-2000:]
     summary = read_json(run / "summary.json")
     assert read_json(run / "args.json")["backend"] == "shm" and summary["frames"] >= target
-    # ...and back on Ray
+    # ...and back on Ray, with PPO's epochs over each batch now (APPO: the learner's step, the same on both backends)
     target = summary["frames"] + 4000
-    third = run_main("--resume", run, "--backend", "ray", "--max-frames", target, *out_dirs(tmp_path)[2:],
-                     timeout=300, env=QUIET_RAY)
+    steps = torch.load(run / "checkpoint.pt", weights_only=True)["optimizer"]["state"][0]["step"]
+    third = run_main("--resume", run, "--backend", "ray", "--objective", "ppo", "--max-frames", target,
+                     *out_dirs(tmp_path)[2:], timeout=300, env=QUIET_RAY)
     assert third.returncode == 0, third.stderr[-2000:]
-    assert read_json(run / "summary.json")["frames"] >= target
+    assert "(impala, ppo)" in third.stdout
+    assert read_json(run / "summary.json")["frames"] >= target and read_json(run / "args.json")["objective"] == "ppo"
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["optimizer"]["state"][0]["step"] > steps
 
 
 @needs_ray

@@ -4,6 +4,7 @@ shown at start-up."""
 import argparse
 
 import pytest
+import torch
 
 from conftest import out_dirs
 from runtime.defaults import (
@@ -204,3 +205,30 @@ def test_explicit_flag_is_kept_and_not_listed_as_a_default(tmp_path):
                      *map(str, out_dirs(tmp_path))])[0]
     assert "defaults for" in args.defaults and "--lr" not in args.defaults
     assert args.lr == 0.01 and args.eps == 0.1
+
+
+@pytest.mark.parametrize("given_now, expected", [([], (True, 0.1)), (["--no-normalize-advantages"], (False, 0.1)),
+                                                 (["--value-clip", "0"], (True, 0.0))])
+def test_a_pg_run_resumed_with_ppo_gets_ppos_auto_values(tmp_path, given_now, expected):
+    """A run started with --objective pg had advantage normalisation off and no value clip, auto's values for pg;
+    resumed with --objective ppo, auto picks them afresh for ppo (a flag given now wins), and a second resume that
+    changes nothing keeps them."""
+    import multiprocessing as mp
+
+    from model import build_model
+    from runtime.checkpoints import checkpoint_payload
+    from runtime.config import validate
+    from runtime.run_state import RunState
+
+    args, settings, meta, _, _ = validate(["--env", "CartPole-v1", *map(str, out_dirs(tmp_path))])
+    assert (args.objective, args.normalize_advantages, args.value_clip) == ("pg", False, None)
+    state = RunState(mp.get_context("spawn"), 1, frames=1000.0)
+    (tmp_path / "run").mkdir(exist_ok=True)
+    torch.save(checkpoint_payload(settings.as_dict(), meta, build_model(meta), None, state, 1.0, 0, args),
+               tmp_path / "run" / "checkpoint.pt")
+    resumed = validate(["--resume", str(tmp_path / "run"), "--objective", "ppo", *given_now])[0]
+    assert (resumed.objective, resumed.normalize_advantages, resumed.value_clip) == ("ppo", *expected)
+    torch.save(checkpoint_payload(settings.as_dict(), meta, build_model(meta), None, state, 1.0, 0, resumed),
+               tmp_path / "run" / "checkpoint.pt")
+    again = validate(["--resume", str(tmp_path / "run")])[0]
+    assert (again.objective, again.normalize_advantages, again.value_clip) == ("ppo", *expected)
