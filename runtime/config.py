@@ -209,8 +209,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "reused for --ppo-epochs epochs of --minibatches minibatches); auto: pg")
     add("--ppo-epochs", type=int, default=4, help="ppo: passes over each batch (CleanRL's --update-epochs)")
     add("--minibatches", type=int, default=4,
-        help="ppo: minibatches each pass splits the batch into, one update each (CleanRL's --num-minibatches); "
-             "recurrent networks split by environment, so it must divide --envs-per-worker")
+        help="ppo: minibatches each pass splits the batch into, one update each (CleanRL's --num-minibatches): "
+             "an A3G worker's rollout (a recurrent network's by environment: it must divide --envs-per-worker) or "
+             "IMPALA's --batch-size unrolls (whole unrolls: it must divide --batch-size)")
     add("--clip-coef", type=float, default=0.1,
         help="ppo: the ratio is clipped to [1 - this, 1 + this] (CleanRL's Atari 0.1)")
     add("--clip-anneal", action=argparse.BooleanOptionalAction, default=False,
