@@ -151,7 +151,8 @@ def play(command: list[str], seconds: float, log: str) -> int:
     Ctrl-C then, as a user stops a trainer, and SIGKILL GRACE seconds later); its output into ``log``. Returns 0 for
     a contestant stopped as planned, else its exit status. The group never outlives this call."""
     with open(log, "w") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
+                                preexec_fn=hear_ctrl_c)
     try:
         try:
             proc.wait(seconds + 5)
@@ -165,6 +166,13 @@ def play(command: list[str], seconds: float, log: str) -> int:
     finally:
         stop_group(proc)
     return 0 if proc.returncode in STOPPED else proc.returncode
+
+
+def hear_ctrl_c() -> None:
+    """In the contestant, before it starts: Ctrl-C as a terminal delivers it, even where versus.py itself was started
+    in the background of a script, which ignores SIGINT in its jobs and so in theirs (Python then never raises
+    KeyboardInterrupt, and a peer would not save and stop)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def stop_group(proc: subprocess.Popen) -> None:
