@@ -138,18 +138,24 @@ def test_bound_penalty_in_the_learner_loss_is_the_gaussians_mean_beyond_the_boun
         torch.testing.assert_close(bounded[i], plain[i])
 
 
+def on_policy_batch(T, n, done_at):
+    """A batch of n unrolls of T steps (3 observations, 4 actions) with one episode end at ``done_at`` (step,
+    unroll), the learner's logits ``[T + 1, n, 4]`` (requiring grad) the behaviour's too, and values ``[T + 1, n]``."""
+    dones = torch.zeros(T, n)
+    dones[done_at] = 1.0
+    batch = fake_batch(T, n, 3, 4, dones)
+    logits = torch.randn(T + 1, n, 4, requires_grad=True)
+    batch["logits"] = logits[:-1].detach().clone()
+    return batch, dones, logits, torch.randn(T + 1, n)
+
+
 def test_on_policy_loss_is_the_n_step_actor_critic_loss():
     """Behaviour = target policy (log-rhos 0): V-trace targets are n-step returns and the policy gradient weights
     the log-probabilities by r + gamma * v' - V, so the loss is computed from those by hand here."""
     args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
                               bound_coef=0.0)
     T, n = 5, 3
-    dones = torch.zeros(T, n)
-    dones[2, 1] = 1.0
-    batch = fake_batch(T, n, 3, 4, dones)
-    logits = torch.randn(T + 1, n, 4, requires_grad=True)
-    batch["logits"] = logits[:-1].detach().clone()
-    values = torch.randn(T + 1, n)
+    batch, dones, logits, values = on_policy_batch(T, n, done_at=(2, 1))
     loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, torch.zeros(T, n), args)
     discounts = 0.9 * (1 - dones)
     vs = nstep_returns(batch["rewards"], discounts, values[-1])
@@ -163,7 +169,6 @@ def test_on_policy_loss_is_the_n_step_actor_critic_loss():
     torch.testing.assert_close(loss, policy_loss + 0.5 * baseline_loss - 0.01 * entropy)
 
 
-
 def test_appo_loss_at_the_behaviour_policy_is_the_v_trace_loss_per_step():
     """--objective ppo (APPO) on an on-policy batch (ratio 1) whose values are those the value clip keeps near: the
     surrogate's gradient is V-trace's policy gradient, and the value loss its baseline loss, each divided by the
@@ -172,12 +177,8 @@ def test_appo_loss_at_the_behaviour_policy_is_the_v_trace_loss_per_step():
     args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=False,
                               bound_coef=0.0, value_clip=0.1)
     T, n = 5, 4
-    dones = torch.zeros(T, n)
-    dones[1, 2] = 1.0
-    batch = fake_batch(T, n, 3, 4, dones)
-    logits = torch.randn(T + 1, n, 4, requires_grad=True)
-    batch["logits"] = logits[:-1].detach().clone()
-    values = torch.randn(T + 1, n, requires_grad=True)
+    batch, _, logits, values = on_policy_batch(T, n, done_at=(1, 2))
+    values.requires_grad_()
     policy = Categorical(4)
     loss, stats, (surrogate, value_loss, entropy) = appo_loss(batch, logits, values, torch.zeros(T, n),
                                                               values[:-1].detach(), args, policy, 0.01, 0.2)
