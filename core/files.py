@@ -54,8 +54,8 @@ def process_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:  # "pid (name) state ...": the name may hold spaces and parentheses
             return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):  # no /proc (not Linux), or the process went meanwhile
-        return True if not os.path.isdir("/proc") else os.path.exists(f"/proc/{pid}")
+    except (OSError, IndexError):  # no /proc (not Linux: os.kill's answer stands), or the process went meanwhile
+        return not os.path.isdir("/proc")
 
 
 def remove_stale_temporaries(folder: str | os.PathLike, writers: Iterable[int]) -> None:

@@ -261,6 +261,10 @@ class LearnerStep:
             batch, insert_scores = build_batch(fresh, self.replays, self.generator,
                                                run_progress(args, state), self.model, device, args.bf16)
             batch = {k: v.to(device) for k, v in batch.items()}  # once: learner_forward's moves are then no-ops
+        # the learner keeps the observation statistics (the shared model's: the replica's forwards here are not
+        # touched); they go out with the weights
+        if self.obs_stats is not None:
+            self.obs_stats.update(fresh["obs"][:-1])  # the last is the next unroll's first, counted there
         if args.objective == "ppo":
             self.ppo_epochs(batch, fresh, lag, insert_scores)
             return
@@ -277,8 +281,6 @@ class LearnerStep:
         coef = entropy_coef(args.entropy_coef, args.entropy_decay, state.frames.value)
         loss, policy_loss, baseline_loss, entropy = impala_loss(batch, logits, values, cut, args, mask, self.policy,
                                                                 coef)
-        if self.obs_stats is not None:  # the learner keeps the observation statistics; they go out with the weights
-            self.obs_stats.update(fresh["obs"][:-1])  # the last is the next unroll's first, counted there
         need = len(lag)
         if args.clone_losses and batch["actions"].shape[1] > need:  # once a replay holds its share
             policy_cloning, value_cloning = cloning_losses(batch, logits, values, need, self.policy)
@@ -306,27 +308,24 @@ class LearnerStep:
             logits, old_values, cut = learner_forward(self.model, batch, device, args.bf16)
             targets = vtrace_targets(batch, logits, old_values, cut, args.gamma, None, self.policy).vs
             explained, old_values = explained_variance(old_values[:-1], targets), old_values[:-1]
-        if self.obs_stats is not None:  # the learner keeps the observation statistics; they go out with the weights
-            self.obs_stats.update(fresh["obs"][:-1])
         unrolls = batch["actions"].shape[1]
-        for update in range(args.ppo_epochs * args.minibatches):
-            if update % args.minibatches == 0:
-                parts_of_epoch = minibatches(unrolls, args.minibatches)
-            index = parts_of_epoch[update % args.minibatches].to(device)
-            if update:  # the replica was pulled for the first
+        order = [index for _ in range(args.ppo_epochs) for index in minibatches(unrolls, args.minibatches)]
+        for n, index in enumerate(order):
+            index = index.to(device)
+            if n:  # the replica was pulled for the first
                 with clock.phase("sync"):
                     self.replica.pull()
             with clock.phase("learn"):
                 part = columns(batch, index)
                 logits, values, cut = learner_forward(self.model, part, device, args.bf16)
-                loss, stats, parts = appo_loss(part, logits, values, cut, old_values[:, index], args, self.policy,
-                                               coef, clip)
+                loss, stats, losses = appo_loss(part, logits, values, cut, old_values[:, index], args, self.policy,
+                                                coef, clip)
             grad_norm, applied = self.update(loss, lr)
             if applied:
                 with clock.phase("optimize"):  # the new weights out to the actors
                     self.weights.publish()
-        self.finish(fresh, lag, insert_scores, [parts[0].item(), parts[1].item(), parts[2].item(), grad_norm.item(),
-                                                stats.approx_kl, stats.clipfrac, explained])
+        self.finish(fresh, lag, insert_scores, [*(x.item() for x in losses), grad_norm.item(), stats.approx_kl,
+                                                stats.clipfrac, explained])
 
     def finish(self, fresh: dict[str, torch.Tensor], lag: torch.Tensor, insert_scores: list,
                losses: list[float]) -> None:

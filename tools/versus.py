@@ -200,20 +200,15 @@ def read_games(folder: str, name: str) -> list[tuple[float, float, float]]:
         with open(path) as f:
             return [(float(r["wall_time_s"]), float(r["frames"]), float(r["return"]))
                     for r in readable_rows(csv.DictReader(f))]
-    games = []
+    games, starts = [], []
     for path in glob.glob(os.path.join(folder, "*", "*", "*.monitor.csv")):
         with open(path) as f:
-            start = json.loads(f.readline()[1:])["t_start"]
-            games += [(start + float(r["t"]), float(r["l"]), float(r["r"])) for r in csv.DictReader(f)]
-    if not games:
-        return []
-    games.sort()
-    first = min(json.loads(open(p).readline()[1:])["t_start"]
-                for p in glob.glob(os.path.join(folder, "*", "*", "*.monitor.csv")))
+            starts.append(json.loads(f.readline()[1:])["t_start"])
+            games += [(starts[-1] + float(r["t"]), float(r["l"]), float(r["r"])) for r in csv.DictReader(f)]
     frames, out = 0.0, []
-    for ended, length, points in games:
+    for ended, length, points in sorted(games):
         frames += length
-        out.append((ended - first, frames, points))
+        out.append((ended - min(starts), frames, points))
     return out
 
 
