@@ -6,6 +6,8 @@ after the other, and how far each got in the training games against minutes and 
     python -m tools.versus --seconds 1800 --out versus/breakout --contestants a3g:pg a3g:ppo rlzoo-ppo \\
         --a3g-flags ppo "--objective ppo --num-steps 128"
     python -m tools.versus --report versus/breakout       # table and figure again from the runs already there
+    python -m tools.versus --resume versus/breakout       # the runs not yet done (an interrupted one is redone)
+    python -m tools.versus --resume versus/breakout --runs 5   # two more runs of each contestant
 
 Contestants (run in the order given, run 1 of each, then run 2 of each, ...):
   a3g, a3g:LABEL   ``main.py`` from this repository with ``--max-seconds``, the flags after ``--`` and, for a label,
@@ -24,6 +26,10 @@ The report (printed; OUT/versus.md, OUT/versus.json, OUT/versus.png): for each c
 training games at each of --marks minutes and at each of --frame-marks frames, the median and worst over its runs,
 and the frames it had played by each mark; the figure, the running mean of 100 training games of every run against
 minutes and against frames.
+
+``--resume OUT`` continues a comparison with the settings OUT/versus.json recorded (``--runs`` may raise its
+number of runs): runs that ended are kept, a run that was under way when the comparison stopped is started again, its
+folder kept beside as ``<folder>-stopped`` (``-stopped-2``, ...). Each run records the commit it ran.
 
 Exit codes: 0 every run ended as planned; 1 some did not (the others went on); 2 bad input, one line on stderr;
 130 Ctrl-C, 143 SIGTERM (either way the running contestant is stopped with Ctrl-C, and the report covers the runs
@@ -65,7 +71,8 @@ def build_parser() -> OneLineParser:
     p = OneLineParser(prog=PROG, description="a3g against peers: the same game, the same wall-clock, one machine.")
     p.add_argument("--env", default="BreakoutNoFrameskip-v4", help="the Atari game, a NoFrameskip-v4 id")
     p.add_argument("--seconds", type=positive_int, help="each run's wall-clock budget")
-    p.add_argument("--runs", type=positive_int, default=1, help="runs of each contestant (default: 1)")
+    p.add_argument("--runs", type=positive_int, default=None,
+                   help="runs of each contestant (default: 1; with --resume, the recorded number)")
     p.add_argument("--seed0", type=random_seed, default=1, help="run i's seed is seed0 + i - 1 (default: 1)")
     p.add_argument("--contestants", nargs="+", default=["a3g", "rlzoo-ppo"], metavar="NAME",
                    help="a3g, a3g:LABEL, rlzoo-ppo, rlzoo-a2c (default: a3g rlzoo-ppo)")
@@ -79,6 +86,7 @@ def build_parser() -> OneLineParser:
                    help="where the peers' venvs live (default: ~/.cache/a3g/peers)")
     p.add_argument("--out", help="the folder of the runs and the report")
     p.add_argument("--report", metavar="OUT", help="the report again from OUT's runs; nothing is run")
+    p.add_argument("--resume", metavar="OUT", help="continue the comparison in OUT with its recorded settings")
     p.add_argument("a3g_args", nargs=argparse.REMAINDER, help="after --: main.py flags for every a3g contestant")
     return p
 
@@ -88,8 +96,11 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     args.a3g_args = args.a3g_args[1:] if args.a3g_args[:1] == ["--"] else args.a3g_args
     if args.report:
         return args
+    if args.resume:
+        return resumed(args)
+    args.runs = args.runs or 1
     if not args.out or not args.seconds:
-        raise BadInput("--out and --seconds are needed (or --report OUT)")
+        raise BadInput("--out and --seconds are needed (or --report OUT, or --resume OUT)")
     labels = dict(args.a3g_flags)
     for name in args.contestants:
         kind, _, label = name.partition(":")
@@ -104,6 +115,30 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     if os.path.exists(os.path.join(args.out, "versus.json")):
         raise BadInput(f"--out {args.out} holds a comparison already: give a new folder, or --report {args.out}")
     args.marks = args.marks or [m for m in range(5, args.seconds // 60 + 1, 5)] or [args.seconds / 60]
+    return args
+
+
+SETTINGS = ("env", "seconds", "contestants", "marks", "frame_marks", "a3g_args")
+
+
+def resumed(args: argparse.Namespace) -> argparse.Namespace:
+    """The arguments of the comparison recorded in ``args.resume``: its settings, ``--runs`` at least the recorded
+    number; any other setting given now is refused (the runs would not compare)."""
+    path = os.path.join(args.resume, "versus.json")
+    if not os.path.exists(path):
+        raise BadInput(f"--resume {args.resume}: no versus.json there")
+    record = load_json(path)
+    parser = build_parser()
+    given = [f"--{name.replace('_', '-')}" for name in SETTINGS[:-1] if getattr(args, name) != parser.get_default(name)]
+    if given or args.a3g_args or args.a3g_flags or args.out or args.seed0 != 1:
+        raise BadInput(f"--resume takes the recorded settings: give only --runs and --peers-dir with it "
+                       f"(not {' '.join(given) or 'these flags'})")
+    if args.runs is not None and args.runs < record["runs_each"]:
+        raise BadInput(f"--runs {args.runs}: the comparison in {args.resume} has {record['runs_each']} runs already")
+    for name in SETTINGS:
+        setattr(args, name, record[name])
+    args.a3g_flags, args.seed0, args.out = list(record["a3g_flags"].items()), record.get("seed0", 1), args.resume
+    args.runs = args.runs or record["runs_each"]
     return args
 
 
@@ -236,7 +271,8 @@ def report(out: str) -> str:
     contestants, marks, frame_marks = record["contestants"], record["marks"], record["frame_marks"]
     games = {(r["name"], r["run"]): read_games(os.path.join(out, r["dir"]), r["name"]) for r in record["runs"]}
     lines = [f"# {record['env']}: {' vs '.join(contestants)}", "",
-             f"{record['seconds']} s per run, {record['runs_each']} run(s) each, one after the other on {record['machine']}; "
+             f"{record['seconds']} s per run, {record['runs_each']} run(s) each, one after the other on "
+             f"{record['machine']}; "
              f"{record['date']}; commit {record['commit']}. Mean of the last {WINDOW} training games (whole games, "
              "raw points): median (worst) over the runs; frames played by then in millions.", "",
              "| contestant | " + " | ".join(f"{m:g} min" for m in marks) + " | "
@@ -288,6 +324,21 @@ def figure(out: str, record: dict, games: dict) -> None:
     atomic_write_bytes(os.path.join(out, "versus.png"), buffer.getvalue())
 
 
+def set_aside(out: str, entry: dict) -> bool:
+    """An interrupted run's folder (and log) renamed ``<folder>-stopped`` (``-stopped-2``, ...), so that the run can
+    start again in its place; False, for the record's filter."""
+    stem, n = os.path.join(out, entry["dir"]), 1
+    while os.path.exists(f"{stem}-stopped{'' if n == 1 else f'-{n}'}"):
+        n += 1
+    aside = f"{stem}-stopped{'' if n == 1 else f'-{n}'}"
+    for path, new in ((stem, aside), (f"{stem}.log", f"{aside}.log")):
+        if os.path.exists(path):
+            os.rename(path, new)
+    print(f"versus: {entry['name']} run {entry['run']} had not ended: it starts again "
+          f"({os.path.basename(aside)} kept)", flush=True)
+    return False
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -317,20 +368,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    record = {"env": args.env, "seconds": args.seconds, "runs_each": args.runs, "contestants": args.contestants,
-              "marks": args.marks, "frame_marks": args.frame_marks, "machine": machine(), "commit": commit(),
-              "date": time.strftime("%Y-%m-%d"), "a3g_args": args.a3g_args, "a3g_flags": dict(args.a3g_flags)}
-    record["runs"] = []  # one entry per run as it starts: its command, folder and (once it ended) exit status
     path = os.path.join(args.out, "versus.json")
+    if args.resume:
+        record = load_json(path)
+        record["runs"] = [entry for entry in record["runs"] if entry["exit"] is not None or set_aside(args.out, entry)]
+        record["runs_each"] = args.runs
+    else:
+        record = {"env": args.env, "seconds": args.seconds, "runs_each": args.runs, "contestants": args.contestants,
+                  "marks": args.marks, "frame_marks": args.frame_marks, "machine": machine(), "commit": commit(),
+                  "date": time.strftime("%Y-%m-%d"), "a3g_args": args.a3g_args, "a3g_flags": dict(args.a3g_flags),
+                  "seed0": args.seed0}
+        record["runs"] = []  # one entry per run as it starts: its command, folder and (once it ended) exit status
+    done = {(entry["name"], entry["run"]) for entry in record["runs"]}
     failed = False
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
         for run in range(1, args.runs + 1):
             for name in args.contestants:
+                if (name, run) in done:
+                    continue
                 folder = f"{name.replace(':', '-')}-run{run}"
                 command = command_for(args, name, run, os.path.join(os.path.abspath(args.out), folder))
                 print(f"versus: {name} run {run} of {args.runs}, {args.seconds} s: {shlex.join(command)}", flush=True)
-                entry = {"name": name, "run": run, "dir": folder, "command": shlex.join(command), "exit": None}
+                entry = {"name": name, "run": run, "dir": folder, "command": shlex.join(command), "exit": None,
+                         "commit": commit(), "date": time.strftime("%Y-%m-%d")}
                 record["runs"].append(entry)
                 atomic_write_text(path, json.dumps(record, indent=1))
                 entry["exit"] = play(command, args.seconds, os.path.join(args.out, f"{folder}.log"))

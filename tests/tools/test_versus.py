@@ -99,3 +99,42 @@ def test_an_a3g_contestant_runs_its_budget_and_is_reported(tmp_path):
     assert run["exit"] == 0 and "--workers 1" in run["command"] and "--max-seconds 20" in run["command"]
     assert read_json(out / "a3g-small-run1" / "summary.json")["stop_reason"] == "max_seconds"
     assert "| a3g:small |" in (out / "versus.md").read_text()
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--resume", "X", "--seconds", "60"], ["give only --runs and --peers-dir", "--seconds"]),
+    (["--resume", "X", "--contestants", "a3g"], ["give only --runs", "--contestants"]),
+    (["--resume", "X", "--runs", "1"], ["has 2 runs already"]),
+    (["--resume", "nowhere"], ["no versus.json"]),
+])
+def test_a_resume_takes_the_recorded_settings_only(flags, words, tmp_path):
+    record(tmp_path, [])
+    flags = [str(tmp_path) if f == "X" else f for f in flags]
+    assert_bad_input(in_process(versus.main, *flags), *words)
+
+
+def test_a_resume_keeps_the_runs_that_ended_and_starts_an_interrupted_one_again(tmp_path):
+    """Run 1 ended, run 2 was under way when the comparison stopped: --resume --runs 2 plays only run 2, its old
+    folder kept beside as -stopped, and the report covers both runs."""
+    out = tmp_path / "vs"
+    a3g_games(out / "a3g-small-run1", [(s, 10 * s, 1.0) for s in range(1, 16)])
+    a3g_games(out / "a3g-small-run2", [(1, 10, 5.0)])
+    out.joinpath("a3g-small-run2.log").write_text("stopped\n")
+    out.joinpath("versus.json").write_text(json.dumps({
+        "env": "BreakoutNoFrameskip-v4", "seconds": 15, "runs_each": 1, "contestants": ["a3g:small"],
+        "marks": [0.25], "frame_marks": [1e6], "machine": "test", "commit": "abc", "date": "2026-12-04",
+        "a3g_args": ["--no-tensorboard-logger"], "a3g_flags": {"small": "--envs-per-worker 2 --workers 1"},
+        "seed0": 7, "runs": [
+            {"name": "a3g:small", "run": 1, "dir": "a3g-small-run1", "command": "first", "exit": 0},
+            {"name": "a3g:small", "run": 2, "dir": "a3g-small-run2", "command": "second", "exit": None}]}))
+    result = subprocess.run([*command("versus"), "--resume", str(out), "--runs", "2"], capture_output=True,
+                            text=True, timeout=200, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "a3g:small run 2 had not ended" in result.stdout and "run 1 of" not in result.stdout
+    saved = read_json(out / "versus.json")
+    assert [(r["run"], r["command"] == "first") for r in saved["runs"]] == [(1, True), (2, False)]
+    rerun = saved["runs"][1]
+    assert rerun["exit"] == 0 and "--seed 8" in rerun["command"] and "--workers 1" in rerun["command"]
+    assert "--max-seconds 15" in rerun["command"] and rerun["commit"] and saved["runs_each"] == 2
+    assert (out / "a3g-small-run2-stopped" / "games.csv").exists() and (out / "a3g-small-run2-stopped.log").exists()
+    assert read_json(out / "a3g-small-run2" / "summary.json")["stop_reason"] == "max_seconds"
