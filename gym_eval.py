@@ -87,7 +87,7 @@ def build_parser() -> OneLineParser:
         help="modules to import before the environment is built, for ids they register (a model trained on "
              "module:Id needs its module named here or in --env: a model file never makes a3g import code)")
     add("-evc", "--env-config", default=None,
-        help="per-game crop settings (JSON); default: the crop stored in the model (Atari only)")
+        help="per-game crop settings (JSON; default: the crop stored in the model, Atari only)")
     add("-ne", "--num-episodes", type=positive_int, default=100, help="full games to play")
     add("-lmd", "--load-model-dir", default="trained_models/", help="folder the model <env>.pt is read from")
     add("-lg", "--log-dir", default="logs/", help="folder of the text log <env>_mon_log")
