@@ -171,7 +171,7 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--algo", default="a3g", choices=["a3g", "impala"],
         help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
     add("-w", "--workers", type=auto_or(int), default=AUTO,
-        help="training processes; auto: one per CPU core, at most 2 for A3G on Atari (README's \"Defaults\")")
+        help="training processes; auto: one per CPU core, at most 2 for A3G on Atari (docs/reference/defaults.md)")
     add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
         help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
     add("--envs-per-worker", type=auto_or(int), default=AUTO,
@@ -290,13 +290,13 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--inference-wait", type=float, default=1.0,
         help="IMPALA: most milliseconds to wait for more actors once one has asked; needs --inference server")
 
-    add = p.add_argument_group('replay', "--algo impala only: stored unrolls in the learner's batches (README: Replay)").add_argument
+    add = p.add_argument_group('replay', "--algo impala only: stored unrolls in the learner's batches (docs/guide/impala.md)").add_argument
     add("--replay-parameters", default=DEFAULT_REPLAY_PARAMETERS, metavar="JSON",
         help="IMPALA: the batch's sources, a JSON list of {\"type\": queue|standard|custom, \"capacity\": N, "
              "\"sample_ratio\": r, ...} (elite_buffer_vtrace's format; custom adds dist_function, p, "
              "sample_strategy, insert_strategy, lambda_batch_multiplier, alfa_annealing_factor, "
              "elite_sampling_strategy, elite_batch_size: each key only where its strategy reads it); r x "
-             "--batch-size unrolls from each, one queue of fresh unrolls required (README: Replay)")
+             "--batch-size unrolls from each, one queue of fresh unrolls required (docs/guide/impala.md)")
     add("--kl-mask", action=argparse.BooleanOptionalAction, default=False,
         help="IMPALA: LASER's trust region: steps whose behaviour is too far from the learner's policy get no "
              "V-trace target or policy gradient")

@@ -6,50 +6,25 @@ that kind of machine, and returns what it picked with the reason, for the start-
 command line is never touched, so rl_a3c_pytorch's commands keep their meaning. ``--eps`` follows ``--optimizer``
 (rl_a3c_pytorch's: Adam 1e-3, RMSprop 0.1).
 
-The table of what each family gets on each kind of machine is README.md's "Defaults" (a test checks it against
-``resolve_defaults``); why these values, with the measurements, is BENCHMARKS.md's.
+The table of what each family gets on each kind of machine is docs/reference/defaults.md (a test checks it against
+``resolve_defaults``); the measurements that chose each value are on the results pages it links.
 
-Games from frames get the Nature network with 8 environments per worker on a CPU and with GPUs alike: on one H200
-with 16 cores it trained Pong at 52,000 frames/s against 4,000 for rl_a3c_pytorch's A3C-LSTM with one environment
-per worker (16 processes each launching small kernels one step at a time), and reached an evaluator mean of +14 in
-3.7 minutes where the A3C-LSTM was still at -20.6 (one run each; BENCHMARKS.md, "GPU: one H200 with 16 cores").
-Retro games are Atari's recipe with one environment per worker: stable-retro runs one emulator per process
-(BENCHMARKS.md, "Retro games: one emulator per process"; not measured on a GPU).
-
-``--workers`` is one per CPU core, but at most 2 for A3G on Atari: each hogwild worker's gradient is computed on
-weights as many updates old as there are other workers, and with 4, 8 or 16 workers (x 8 envs) Breakout's network
-lost its conv3 units within 0.5-0.9M frames and learned nothing (16 workers on an H200: nothing in 20M frames), as did 4
-workers with 32 envs each to 5M frames, where 2 workers learned it in every run (BENCHMARKS.md, "Many workers kill
-the network's units on Breakout"). Pong learns with 16, in ~3x the frames. IMPALA's actors keep one per core: its
-one learner applies every update to the weights it computed it on.
-
-``--reward-clipping`` is ``abs_one`` for Atari and retro games (rl_a3c_pytorch's and TorchBeast's), ``none`` for
-classic control. ``--max-grad-norm`` is 40 for Atari (TorchBeast's ``--grad_norm_clipping``): on Breakout, without
-it, updates with gradient norms 10-80 times the median were followed by collapses of the policy, and clipping at
-40 did not slow Pong or Breakout (BENCHMARKS.md, "Gradient clipping at 40 as Atari's default"); off for the other
-families (not measured on retro games; Pendulum learned worse clipped at 0.5).
-``--lr-decay`` lets the learning rate fall linearly to 0 by the end of ``--max-frames`` for A3G on Atari, the fall
-starting at 10M frames but covering at least the budget's last tenth and at most its last half (``--max-frames
-20000000``: from 10M frames; 10M: from 9M; 40M: from 20M); with no ``--max-frames`` the rate is constant. On
-Breakout runs branched at their last checkpoint before the fall ended higher with it than without it: at 20M frames
-the last tenth (from 18M) lifted both runs of the defaults (169.8 -> 233.1, 247.3 -> 289.5) and, with ``--num-steps
-5``, the median of three (134.6 -> 267.9); the last half (from 10M) did better still (three seeds: 305.5, 311.9 and
-290.1 against the tenth's 233.1, 289.5 and 234.4). On a 10M-frame budget the order turned: the last tenth 46.2,
-fifth 40.6, half 28.7, constant 26.9 (one seed), so the fall waits until 10M frames, where Breakout's climb begins,
-unless the budget is shorter. SpaceInvaders ended a little lower with the half than with the tenth (at 20M frames,
-median of three: the training games 570.9 against 583.9, lower on every seed; the evaluator 552.5 against 655.5;
-constant 617.0): a trade, Breakout's gain the larger. BENCHMARKS.md, "The learning rate falling to 0 over the last
-2M frames" and "How long the fall". Spans between 10M and 20M frames, and past 20M, are the rule's, not measured.
-Not measured with IMPALA or the other families, which keep a constant rate.
-The auto flags that only one algorithm reads (IMPALA's ``--inference`` and ``--batch-size``, A3G's
-``--train-forward``) are None in the other's runs.
-IMPALA's ``--inference`` is ``local`` on a CPU (measured faster there) and ``server`` with GPUs (one model on the
-GPU for every actor; on the H200, one bench run: 15,500 frames/s against 16,700 local, both bound by a learner at
-batch 8, so not a difference that decides).
-``--train-forward`` is ``batched`` for the feed-forward networks (measured on a 2-core CPU: nature with 8 envs
-per worker 7% faster, mean of 3 pairs of bench runs) and with GPUs (fewer, larger kernels: 3.5x fewer device ops
-an update for nature, 1.4x for a3clstm), ``stepped`` for the recurrent networks on a CPU
-(a3clstm with one env 6% slower batched, mlplstm 12% slower: the second forward costs more than batching saves).
+- Games from frames: the Nature network with 8 environments per worker, on a CPU and with GPUs alike (the
+  A3C-LSTM with one environment launches small kernels one step at a time). Retro games: the same with one
+  environment per worker (stable-retro runs one emulator per process).
+- ``--workers``: one per CPU core, at most 2 for A3G on Atari: a hogwild worker's gradient is computed on weights as
+  many updates old as there are other workers, and with 4 or more Breakout's network lost its units and learned
+  nothing. IMPALA keeps one actor per core: its one learner applies each update to the weights it was computed on.
+- ``--reward-clipping``: ``abs_one`` for Atari and retro games (rl_a3c_pytorch's and TorchBeast's), ``none`` for
+  classic control. ``--max-grad-norm``: 40 for Atari (TorchBeast's), which ends Breakout's collapses after
+  outsized updates without slowing Pong; off elsewhere.
+- ``--lr-decay``: for A3G on Atari the rate falls linearly to 0 by ``--max-frames``, from 10M frames but over at
+  least the budget's last tenth and at most its last half (measured on Breakout and SpaceInvaders at 10M and 20M
+  frames; spans between and beyond are the rule's); constant without ``--max-frames`` and elsewhere.
+- The auto flags that only one algorithm reads (IMPALA's ``--inference`` and ``--batch-size``, A3G's
+  ``--train-forward``) are None in the other's runs. ``--inference``: ``local`` on a CPU, ``server`` with GPUs.
+  ``--train-forward``: ``batched`` for the feed-forward networks and with GPUs, ``stepped`` for the recurrent
+  networks on a CPU (their second forward costs more there than batching saves).
 """
 
 import argparse
@@ -187,7 +162,7 @@ def worker_cap_note(picked: list[tuple[str, object]]) -> str:
     if workers is None or workers >= cores:
         return ""
     return (f"; {workers} workers on {cores} cores: more hogwild workers killed Breakout's network "
-            f"(README.md, \"Defaults\")")
+            f"(docs/reference/defaults.md)")
 
 
 def describe(description: str, picked: list[tuple[str, object]]) -> str:

@@ -23,7 +23,7 @@ def markdown_files():
 
 
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
-    """mkdocs-material, ``strict: true`` in mkdocs.yml: a broken link, a missing anchor, a page missing from the nav
+    """mkdocs-material with ``--strict``: a broken link, a missing anchor, a page missing from the nav
     or a snippet that is not there fails the build."""
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -51,7 +51,7 @@ def default_words(action: argparse.Action) -> str:
 
 def cell(text: str) -> str:
     """Text safe inside a Markdown table cell; flag names and values as code."""
-    text = text.replace("|", "\\|").replace("\n", " ")
+    text = text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
     return re.sub(r"(?<![\w`-])(--[a-z0-9][a-z0-9-]*)", r"`\1`", text)
 
 
