@@ -1,33 +1,40 @@
-"""The seven Atari games' results table and figure, rebuilt from the committed runs.
+"""The seven Atari games' results page and figure, rebuilt from the committed runs.
 
-    python docs/atari_table.py                 # reads docs/atari_runs/, writes docs/ATARI.md and docs/atari_runs.png
+    python docs/atari_table.py     # reads docs/atari_runs/, writes docs/results/atari.md and docs/atari_runs.png
     python docs/atari_table.py FOLDER PAGE [PROBES [VARIANTS]]  # another folder of runs, another page (and probes,
                                                                 # and runs with flags beyond the defaults)
 
-A PAGE that exists is replaced only if this script wrote it (its first line); page and figure are written whole.
+A PAGE that exists is replaced only if this script wrote it (its first line); page and figure are written whole. The
+figure is FOLDER's name with ``.png`` (docs/atari_runs/ -> docs/atari_runs.png), linked from the page by a relative
+path.
 
 FOLDER/<Game>/ is one game's ``tools.sweep`` output (run1, run2, ... each with args.json, summary.json and
-progress.csv; sweep.json with the commands, the machine, the commit and an optional ``note`` that the page
-prints with them). For each of rl_a3c_pytorch's seven games the
-page gives: the runs found; the evaluator's running mean at 10M and 20M frames (median and worst of the runs that got
-that far: the last game at or before the budget, as ``tools.sweep`` reads it); the mean of the last 100 training games
-at or before 10M and 20M frames (``games.csv``: the workers' sampled policy, as RL Zoo evaluates); the median
-wall-clock and frames/s; the human-normalised score of both medians at 20M frames, ``(score - random) / (human -
-random)`` with Mnih et al. (2015)'s random and human scores; and RL Zoo's A2C and PPO scores (10M agent steps = 40M
-frames, their ``benchmark.md``), with both medians also taken over the same games only. A game without runs has a
-row that says so. Runs that add a flag to the defaults (docs/atari_variants/<name>/, the game and flags from the
-sweep's ``main_flags``) get rows of their own in a section below, with the seven-game medians as they would be with
-each in place of its game's defaults row.
+progress.csv; sweep.json with the commands, the machine, the commit and an optional ``note``). For each of
+rl_a3c_pytorch's seven games the page gives: the runs found; the evaluator's running mean at 10M and 20M frames
+(median and worst of the runs that got that far: the last game at or before the budget, as ``tools.sweep`` reads it);
+the mean of the last 100 training games at or before 10M and 20M frames (``games.csv``: the workers' sampled policy,
+as RL Zoo evaluates); the median wall-clock and frames/s; the human-normalised score of both medians at 20M frames,
+``(score - random) / (human - random)`` with Mnih et al. (2015)'s random and human scores; and RL Zoo's A2C and PPO
+scores (10M agent steps = 40M frames, their ``benchmark.md``), with both medians also taken over the same games only.
+A game without runs has a row that says so. Runs that add a flag to the defaults (docs/atari_variants/<name>/, the
+game and flags from the sweep's ``main_flags``) get rows of their own in a section below, with the seven-game medians
+as they would be with each in place of its game's defaults row. Below each table a short footnote gives each row's
+runs, code (short hashes, with the commits' dates where this checkout's git knows them), machine (CPU and cores) and
+a link to its folder; the full commands, machine and notes stay in each folder's sweep.json.
 """
 
+import functools
 import io
 import json
 import math
 import os
+import re
 import statistics
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+LOG = os.path.join(HERE, "log")  # the experiment log's pages, linked from the page
 sys.path.insert(0, os.path.dirname(HERE))
 
 from core.files import atomic_write_bytes, atomic_write_text  # noqa: E402
@@ -77,16 +84,10 @@ def load_game(out: str, game: str) -> dict:
     timed = [r for r in runs if r["frames"] and r["seconds"]]
     # each run's learning-rate schedule, from the args.json of the folder it ended in
     schedules = [schedule(load_json(os.path.join(folder, "args.json"))) for folder in ended_in]
-    saved = load_json(os.path.join(dirs[0], "args.json")) if dirs else {}
-    defaults = saved.get("defaults")
-    if defaults and "--max-grad-norm" not in defaults and saved.get("max_grad_norm") is not None:
-        # runs from before --max-grad-norm was an auto default (40 for Atari) did not clip unless told
-        defaults += f"; --max-grad-norm {saved['max_grad_norm']:g}"
-    return {"game": game, "runs": runs, "at": at, "training": training, "counted": counted,
+    return {"game": game, "folder": out, "runs": runs, "at": at, "training": training, "counted": counted,
             "schedule": "; ".join(dict.fromkeys(schedules)),  # the distinct ones, in the runs' order
             "commit": meta.get("commit"),
-            "machine": meta.get("machine"), "command": meta.get("sweep_command"), "defaults": defaults,
-            "note": meta.get("note"),  # what the records do not say (a run that shared the machine for a while)
+            "machine": meta.get("machine"), "date": meta.get("date"),  # the full record stays in sweep.json
             "seconds": statistics.median([r["seconds"] for r in timed]) if timed else None,
             "fps": statistics.median([r["frames"] / r["seconds"] for r in timed]) if timed else None}
 
@@ -197,24 +198,33 @@ PROBE_BUDGETS = (500_000, 1_000_000, 1_500_000, 2_000_000)
 
 PROBES = """## Probes: 2M frames of each game
 
-Before the 20M-frame runs, one short run of each game with the defaults (`python -m tools.sweep --runs 1 --frames
-2000000 --out sweeps/probes/<Game> -- --env <Game>NoFrameskip-v4`), to find what breaks: a crop that cuts the
-playfield, FIRE and life handling, a game that never ends, an evaluator that does not score. Rebuilt from
-`{folder}/`; one run each, so they say whether a game starts to learn, not how well it learns. Min entropy: worker
-0's lowest policy entropy in the first 500k frames (uniform: ln of the number of actions). Frames/s: the probes
-shared the machine with other work part of the time, so they are not speed measurements (BENCHMARKS.md has those).
+One short run of each game with the defaults before the 20M-frame runs, to find what breaks (a crop that cuts the
+playfield, FIRE and life handling, a game that never ends, an evaluator that does not score); one run each, so they
+say whether a game starts to learn, not how well ([what they found]({log}#probes-of-2m-frames)):
+
+```
+python -m tools.sweep --runs 1 --frames 2000000 --out sweeps/probes/<Game> -- --env <Game>NoFrameskip-v4
+```
+
+Min entropy: worker 0's lowest policy entropy in the first 500k frames (uniform: ln of the number of actions).
+Frames/s: the probes shared the machine with other work part of the time, so they are not speed measurements.
 
 """
 
 
-def probe_table(folder: str, shown: str) -> str:
-    """The probes' table (``folder``, named ``shown`` on the page): per game the evaluator's mean at 0.5M-2M frames
-    beside the random score."""
+def probe_table(folder: str, page_dir: str) -> str:
+    """The probes' table (the runs in ``folder``, linked from a page in ``page_dir``): per game the evaluator's mean
+    at 0.5M-2M frames beside the random score, and a line of links to each game's folder."""
     rows = ["| game | actions: uniform entropy | frames/s | return @ 0.5M | @ 1M | @ 1.5M | @ 2M | best mean of 10 "
             "| min entropy | random (Mnih 2015) | code |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    links = []
     for game in GAMES:
         out = os.path.join(folder, game)
         dirs = run_dirs(out) if os.path.isdir(out) else []
+        if dirs:
+            shown = os.path.relpath(out, page_dir).replace(os.sep, "/")
+            links.append(f"[{game}]({shown}/sweep.md)" if os.path.exists(os.path.join(out, "sweep.md"))
+                         else f"[{game}]({shown}/)")
         if not dirs:
             rows.append(f"| {game} | | | not probed | | | | | | {REFERENCE[game][0]:,.1f} | |")
             continue
@@ -229,22 +239,24 @@ def probe_table(folder: str, shown: str) -> str:
                     + " | ".join(returns) + f" | {number(record.get('best_mean_return'))} | "
                     f"{number(record.get('min_entropy'), '{:.2f}')} | {REFERENCE[game][0]:,.1f} | "
                     f"`{(meta.get('commit') or 'not recorded')[:7]}` |")
-    return PROBES.format(folder=shown) + "\n".join(rows) + "\n"
+    records = ("\nRecords (each folder's `sweep.json` holds the command, machine and code): " + ", ".join(links)
+               + ".\n") if links else ""
+    return PROBES.format(log=log_link(page_dir)) + "\n".join(rows) + "\n" + records
 
 
 VARIANTS = """## Beyond the defaults: a game with a flag added
 
-The same measurements for runs that add a flag to the defaults (rebuilt from `{folder}/`, each folder's
-`sweep.md` and `sweep.png` its curves): levers that BENCHMARKS.md probed on one game, taken to 20M frames, and the
-defaults' runs from before the learning rate fell from 10M frames by default, of the games re-run since (their flags,
-as today's defaults would need them: `--lr-decay none` for a constant rate, `--lr-decay 18000000 20000000` for the
-fall over the last tenth). They are not the defaults' results and the table above does not count
-them; below the table, the seven-game medians with each such row in place of the defaults' row of its game.
+The same columns for runs that add flags to the defaults: levers probed on one game and taken to 20M frames, and the
+defaults' earlier runs of the games re-run since, with the flags today's defaults need to repeat them (`--lr-decay
+none`: a constant rate; `--lr-decay 18000000 20000000`: the fall over the last tenth, the default before the fall
+from 10M frames). The table above counts none of them; below this table, the seven-game medians with each row in
+place of its game's defaults row. Their history: [the learning rate's fall]({fall}), [Breakout]({log}#breakout),
+[SpaceInvaders]({si}).
 
 """
 
 
-def variant_section(games: list[dict], variants: list[dict], shown: str) -> str:
+def variant_section(games: list[dict], variants: list[dict], page_dir: str) -> str:
     """The rows of runs with flags beyond the defaults, and the seven-game medians with each in place of its game's
     defaults row; empty without such runs."""
     if not variants:
@@ -256,17 +268,69 @@ def variant_section(games: list[dict], variants: list[dict], shown: str) -> str:
         if parts:
             lines.append(f"- With {label(variant)} in place of the defaults' {variant['game']} row, the median "
                          f"human-normalised score at 20M frames: {parts}.")
-    return (VARIANTS.format(folder=shown) + "\n".join(lines) + "\n\n### Their runs\n\n" + provenance(variants)
-            + "\n\n")
+    intro = VARIANTS.format(log=log_link(page_dir), fall=log_link(page_dir, "atari-lr-fall.md"),
+                            si=log_link(page_dir, "atari-spaceinvaders.md"))
+    return intro + "\n".join(lines) + "\n\n" + footnote(variants, page_dir) + "\n"
 
 
-def provenance(games: list[dict]) -> str:
+def log_link(page_dir: str, page: str = "atari.md") -> str:
+    """The experiment log's page, relative to the results page."""
+    return os.path.relpath(os.path.join(LOG, page), page_dir).replace(os.sep, "/")
+
+
+HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")  # a commit's hash, long or short (a letter in it)
+CPU = re.compile(r", ([^,;]+), (\d+) of \d+ cores usable(?:, (\d+) CUDA GPU)?")  # tools.sweep's machine line
+
+
+@functools.lru_cache(maxsize=None)
+def commit_date(commit: str) -> str | None:
+    """The commit's date (YYYY-MM-DD) from this checkout's git, or None where git does not know it."""
+    try:
+        done = subprocess.run(["git", "-C", HERE, "show", "-s", "--format=%cs", commit, "--"], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    date = done.stdout.strip().splitlines()
+    return date[0] if done.returncode == 0 and date and re.fullmatch(r"\d{4}-\d\d-\d\d", date[0]) else None
+
+
+def short_code(commit: str | None) -> str:
+    """The commits of sweep.json's ``commit`` (one hash, or a sentence naming each run's) as short hashes, with the
+    range of their dates where git knows them."""
+    hashes = list(dict.fromkeys(h[:7] for h in HASH.findall(commit or "")))
+    if not hashes:
+        return f"code `{commit}`" if commit and len(commit) <= 40 else "code: see sweep.json"
+    dates = sorted(d for d in map(commit_date, hashes) if d)
+    when = f" ({dates[0]})" if dates and dates[0] == dates[-1] else f" ({dates[0]} to {dates[-1]})" if dates else ""
+    return "code " + ", ".join(f"`{h}`" for h in hashes) + when
+
+
+def short_machine(machine: str | None) -> str:
+    """The CPUs (and GPUs) of sweep.json's ``machine`` line, without the platform string: "AMD EPYC, 2 cores"."""
+    found = []
+    for cpu, cores, gpus in CPU.findall(machine or ""):
+        cpu = re.sub(r"\((?:R|TM)\)|\s*\([^)]*\)|\s*@.*|\s+(?:Processor|CPU)\b", "", cpu).strip()
+        found.append(f"{cpu}, {cores} cores" + (f", {gpus} GPU(s)" if gpus else ""))
+    found = list(dict.fromkeys(found))
+    if found:
+        return "; ".join(found)
+    return machine if machine and len(machine) <= 60 else "machine: see sweep.json"
+
+
+def footnote(games: list[dict], page_dir: str) -> str:
+    """Each row's runs, code, machine and folder in a line (the full record: the folder's sweep.json)."""
     lines = []
     for g in (g for g in games if g["runs"]):
-        lines.append(f"- **{label(g)}**: `{g['command']}`; code `{g['commit'] or 'not recorded'}`; "
-                     f"{g['machine'] or 'machine not recorded'}; {g['defaults'] or 'defaults not recorded'}"
-                     + (f". {g['note']}" if g["note"] else ""))
-    return "\n".join(lines) if lines else "- no runs yet"
+        folder = os.path.relpath(g["folder"], page_dir).replace(os.sep, "/")
+        shown = "/".join(folder.split("/")[-2:])
+        date = f"; run {g['date']}" if g.get("date") else ""
+        target = f"{folder}/sweep.md" if os.path.exists(os.path.join(g["folder"], "sweep.md")) else f"{folder}/"
+        lines.append(f"- {label(g)}: {len(g['runs'])} run{'s' if len(g['runs']) > 1 else ''}; "
+                     f"{short_code(g['commit'])}{date}; {short_machine(g['machine'])}; [{shown}/]({target})")
+    if not lines:
+        return ""
+    return ("Runs (each folder's `sweep.json` holds the full commands, machine and notes, its `sweep.md` and "
+            "`sweep.png` the curves):\n\n" + "\n".join(lines) + "\n")
 
 
 def figure(games: list[dict], path: str) -> None:
@@ -304,33 +368,42 @@ def figure(games: list[dict], path: str) -> None:
 
 INTRO = """# Atari: the seven games rl_a3c_pytorch shipped
 
-How `python main.py --env <Game>NoFrameskip-v4` learns with no other flag (the defaults of the machine it runs on),
-each game to 20M frames through `python -m tools.sweep`. Rebuilt from the committed runs in `{folder}/` by
-`python docs/atari_table.py`; the figure is `{figure}`. Every run here had 2 cores, so 2 workers, as the defaults
-now start on any machine: with 16 workers (the GPU defaults before), Breakout learned nothing in 20M frames, and 8
-killed most of the network's units in a probe as 16 did (BENCHMARKS.md, "Many workers kill the network's units on
-Breakout").
+How A3G learns the seven Atari games of rl_a3c_pytorch with its defaults and no other flag, each game to 20M frames
+on a 2-core CPU, so with 2 workers, the count the defaults pick for A3G on Atari on any machine
+([why 2]({log}#how-many-workers)):
 
-Today's defaults let the learning rate fall linearly to 0 from 10M frames to `--max-frames` (over its last half here;
-README, "The learning rate's fall"). The "learning rate" column says, from each run's `args.json`, whether a row's runs
-had that fall or a constant rate (an earlier default): a constant-rate row's 10M-frame columns are today's, and its
-20M-frame columns may be low or high by what the fall moves (BENCHMARKS.md, "How long the fall", measures that on the
-games re-run with it). The earlier runs of the games re-run with today's fall (a constant rate; the fall over the last
-tenth, the defaults in between) are rows of "Beyond the defaults" below.
+```
+python -m tools.sweep --runs 3 --frames 20000000 --final-eval 10 --out sweeps/atari/<Game> -- --env <Game>NoFrameskip-v4
+```
 
-How the scores are taken: the evaluator's greedy policy (the argmax of the policy) plays whole games (all lives, raw
-points, 1-30 no-op starts, games cut at `--max-episode-length` 10,000 agent steps), pressing FIRE after a lost life
-in the games that wait for it, as training's reset does; a return at N frames is the evaluator's running mean (over
-`--score-window`, 10 games) at its last game at or before N frames of training. Training games: the mean of the last
-100 games the workers finished at or before N frames (`games.csv`: the sampled policy, whole games across lost lives,
-raw points, the same no-op starts), the nearest to how RL Zoo evaluates (`--eval-stochastic` makes the evaluator play
-so too; these runs keep the greedy default). Where there are several runs a cell is "median / worst".
-Human-normalised: `(score - random) / (human - random)` with the random and human scores of Mnih et al. (2015). RL
-Zoo's A2C and PPO (stable-baselines3's rl-baselines3-zoo, `benchmark.md`) trained 10M agent steps, i.e. **40M
-frames**, twice our budget, and evaluate the stochastic policy. Why a game falls short (entropy, value loss, game
-lengths): BENCHMARKS.md's section of that game ("Breakout on the defaults with a constant rate", "The learning rate
-falling to 0 over the last 2M frames", "How long the fall", "Asteroids to 20M frames", "MsPacman to 20M frames",
-"Seaquest to 20M frames": its sub never surfaces for air, so every life ends when the first tank is empty).
+`python docs/atari_table.py` rebuilds this page and its figure from the committed runs, linked below each table.
+Why each game ends where it does (entropy, value loss, game lengths) is in the experiment log:
+[Breakout]({log}#breakout), [SpaceInvaders]({si}),
+[Asteroids, MsPacman, Pong and Seaquest]({log}#asteroids-mspacman-pong-seaquest) (Seaquest's sub never surfaces for
+air), and [the learning rate's fall]({fall}).
+
+## The defaults to 20M frames
+
+"""
+
+COLUMNS = """## What the columns mean
+
+- **learning rate**: the schedule in each run's `args.json`. Today's defaults let the rate fall linearly to 0 from
+  10M frames to `--max-frames` ([why]({fall}#the-fall-from-10m-frames)); a "constant" row ran before that default, so
+  its 10M-frame columns are today's and its 20M-frame columns are not (the fall could move them either way).
+- **evaluator @ N frames**: the evaluator's running mean of 10 greedy games (`--score-window`) at its last game at or
+  before N frames: whole games (all lives, raw points, 1-30 no-op starts, FIRE after a lost life where the game waits
+  for it, cut at `--max-episode-length`, 10,000 agent steps).
+- **training games @ N frames**: the mean of the last 100 games the workers finished at or before N frames
+  (`games.csv`: the sampled policy, whole games, raw points), the nearer to how RL Zoo scores (`--eval-stochastic`
+  makes the evaluator sample too; these runs keep the greedy default).
+- **median / worst**: over the runs that reached N frames; a single number is one run.
+- **wall-clock, frames/s**: the runs' medians. Some runs shared the machine for a while (their `sweep.json` note says
+  so), so these are not speed measurements.
+- **human-normalised**: `(score - random) / (human - random)` with Mnih et al. (2015)'s random and human scores, of
+  both medians at 20M frames.
+- **RL Zoo A2C, PPO**: stable-baselines3's rl-baselines3-zoo (`benchmark.md`), 10M agent steps, i.e. 40M frames
+  (twice this budget), scoring the sampled policy; it publishes no MsPacman score.
 
 """
 
@@ -359,23 +432,23 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     folder = argv[0] if argv else os.path.join(HERE, "atari_runs")
-    page = argv[1] if len(argv) > 1 else os.path.join(HERE, "ATARI.md")
+    page = argv[1] if len(argv) > 1 else os.path.join(HERE, "results", "atari.md")
     problem = refusal(argv, folder, page)
     if problem:
         print(f"atari_table.py: error: {problem}", file=sys.stderr)
         return 2
-    stem = os.path.splitext(os.path.basename(page))[0].lower()  # ATARI.md -> atari_runs.png beside it
-    png = os.path.join(os.path.dirname(page), stem + "_runs.png")
+    png = os.path.normpath(folder) + ".png"  # docs/atari_runs/ -> docs/atari_runs.png
     probes = argv[2] if len(argv) > 2 else os.path.join(HERE, "atari_probes")
     beyond = argv[3] if len(argv) > 3 else os.path.join(HERE, "atari_variants")
     games = [load_game(os.path.join(folder, game), game) for game in GAMES]
     variants = load_variants(beyond)
-    rel = os.path.relpath
-    text = (INTRO.format(folder=rel(folder, os.path.dirname(page)), figure=rel(png, os.path.dirname(page)))
-            + table(games) + "\n## The runs\n\n" + provenance(games) + "\n\n"
-            + f"![Every run of the seven games]({rel(png, os.path.dirname(page))})\n\n"
-            + variant_section(games, variants, rel(beyond, os.path.dirname(page)))
-            + probe_table(probes, rel(probes, os.path.dirname(page))))
+    page_dir = os.path.dirname(os.path.abspath(page))
+    links = {"log": log_link(page_dir), "fall": log_link(page_dir, "atari-lr-fall.md"),
+             "si": log_link(page_dir, "atari-spaceinvaders.md")}
+    shown = os.path.relpath(os.path.abspath(png), page_dir).replace(os.sep, "/")
+    text = (INTRO.format(**links) + table(games) + "\n" + f"![Every run of the seven games]({shown})\n\n"
+            + footnote(games, page_dir) + "\n" + COLUMNS.format(**links)
+            + variant_section(games, variants, page_dir) + probe_table(probes, page_dir))
     figure(games, png)
     atomic_write_text(page, text)
     print(text)

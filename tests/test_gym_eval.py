@@ -199,7 +199,7 @@ def test_a_shipped_atari_model_plays_a_greedy_game_far_above_random(game, random
 
 def test_the_shipped_asteroids_model_plays_above_random_when_it_samples(tmp_path):
     """trained_models/AsteroidsNoFrameskip-v4.pt is played with --stochastic (README: 1146.33 +- 377.56 over 30
-    games; its greedy games score ~217, below a random policy's 719, as its run's evaluator did: docs/ATARI.md).
+    games; its greedy games score ~217, below a random policy's 719, as its run's evaluator did: docs/results/atari.md).
     Five sampled games average above random; the greedy ones do not."""
     stochastic = run_eval("--env", "AsteroidsNoFrameskip-v4", "-ne", 5, "--stochastic", "--log-dir", tmp_path,
                           "--json", tmp_path / "s.json", timeout=300)

@@ -1,4 +1,4 @@
-"""docs/atari_table.py: the seven games' table from runs on disk (crafted here: the numbers are known)."""
+"""docs/atari_table.py: the seven games' results page from runs on disk (crafted here: the numbers are known)."""
 
 import csv
 import importlib.util
@@ -14,6 +14,13 @@ atari_table = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(atari_table)
 
 M = 1_000_000
+DATES = {"abc1234": "2026-11-25", "4f72e9a": "2026-11-29", "8111891": "2026-11-30"}  # commits' dates, as git says
+
+
+@pytest.fixture(autouse=True)
+def git_dates(monkeypatch):
+    """The page dates each row's code by git (a process, which these in-process tests do not start): known here."""
+    monkeypatch.setattr(atari_table, "commit_date", DATES.get)
 FIELDS = ["wall_time_s", "frames", "episodes", "return", "length", "mean_return", "fps"]
 
 
@@ -52,7 +59,9 @@ def runs(tmp_path):
     crafted_games(folder / "Breakout" / "run2", lambda k: 30)  # run3 has no games.csv: left out
     (folder / "Breakout" / "sweep.json").write_text(json.dumps({
         "sweep_command": "python -m tools.sweep --runs 3 --frames 20000000 --out x -- --env BreakoutNoFrameskip-v4",
-        "machine": "a machine", "commit": "abc123", "runs": []}))
+        "machine": "Linux-6.1-x86_64-with-glibc2.36, AMD EPYC with avx512_bf16 (bfloat16 by the defaults), 2 of 2 "
+                   "cores usable; Python 3.11.7, torch 2.13.0+cpu", "commit": "abc1234def5678abc1234def5678abc1234def56",
+        "note": "run 2 beside a BipedalWalker run", "runs": []}))
     crafted_run(folder / "Pong" / "run1", [(10 * M, 18.0), (20 * M, 20.5)], 1)
     return folder
 
@@ -63,7 +72,7 @@ def table_rows(text):
 
 
 def test_the_table_from_crafted_runs(runs, tmp_path):
-    page = tmp_path / "ATARI.md"
+    page = tmp_path / "atari.md"
     probes = tmp_path / "atari_probes"
     crafted_run(probes / "Breakout" / "run1", [(4e5, 1.0), (9e5, 3.0), (2 * M, 12.0)], 1)
     (probes / "Breakout" / "sweep.json").write_text(json.dumps({"commit": "def4567890", "runs": [
@@ -92,7 +101,14 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
     assert rows["Pong"][6] == "-"
     assert "not run yet" in rows["Seaquest"][1] and "not run yet" in rows["MsPacman"][1]
     assert len(rows) == 7 and list(rows) == sorted(rows)  # the seven games, by name
-    assert "abc123" in text and "--env BreakoutNoFrameskip-v4" in text and "--model nature" in text
+    # the footnote: runs, short code, short machine and a relative link per game; the commands and notes stay in
+    # sweep.json, and no path of this machine reaches the page
+    assert ("- Breakout: 3 runs; code `abc1234` (2026-11-25); AMD EPYC with avx512_bf16, 2 cores; "
+            "[atari_runs/Breakout/](atari_runs/Breakout/)") in text
+    assert "- Pong: 1 run; code: see sweep.json; machine: see sweep.json; [atari_runs/Pong/](atari_runs/Pong/)" in text
+    assert "--out x" not in text and "BipedalWalker" not in text and str(tmp_path) not in text
+    assert max(len(line) for line in text.splitlines()) <= 1000
+    assert "![Every run of the seven games](atari_runs.png)" in text
     ours = sorted([(290.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
     assert f"evaluator's **{(ours[0] + ours[1]) / 2:.2f}** over 2 game(s)" in text
     assert f"training games' **{(90.25 - 1.7) / (31.8 - 1.7):.2f}** over 1 game(s)" in text
@@ -124,13 +140,13 @@ def test_human_normalised_scores():
 
 
 def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
-    page = tmp_path / "ATARI.md"
+    page = tmp_path / "atari.md"
     variants = tmp_path / "atari_variants"
     crafted_run(variants / "Breakout_ns5" / "run1", [(10 * M, 200), (20 * M, 400)], 1, [18 * M, 20 * M])
     crafted_run(variants / "Breakout_ns5" / "run2", [(10 * M, 100), (20 * M, 350)], 2, [18 * M, 20 * M])
     (variants / "Breakout_ns5" / "sweep.json").write_text(json.dumps({
         "main_flags": ["--env", "BreakoutNoFrameskip-v4", "--num-steps", "5"], "sweep_command": "python -m tools.sweep",
-        "commit": "fed987", "runs": []}))
+        "commit": "fed9876543210fed9876543210fed9876543210", "runs": []}))
     crafted_run(variants / "Breakout_old" / "run1", [(10 * M, 20), (20 * M, 30)], 1)
     (variants / "Breakout_old" / "sweep.json").write_text(json.dumps({  # the defaults before they changed
         "main_flags": ["--env", "BreakoutNoFrameskip-v4"], "flags_now": "--lr-decay none", "runs": []}))
@@ -138,19 +154,20 @@ def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
     assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(variants)]) == 0
     text = page.read_text()
     main_table, beyond = text.split("## Beyond the defaults")
-    assert "--num-steps" not in main_table.split("## The runs")[0]  # the defaults' table counts no variant
+    assert "--num-steps" not in main_table  # the defaults' table counts no variant
     variant = table_rows(beyond.split("## Probes")[0])["Breakout, `--num-steps 5`"]
     assert variant[2] == "falls to 0 from 18M to 20M frames"  # one schedule, said once
     assert variant[1] == "2" and variant[3] == "150.0 / 100.0" and variant[4] == "375.0 / 350.0"
     swapped = sorted([(375.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
     assert (f"With Breakout, `--num-steps 5` in place of the defaults' Breakout row, the median human-normalised "
             f"score at 20M frames: the evaluator's **{(swapped[0] + swapped[1]) / 2:.2f}** over 2 game(s)") in beyond
-    assert "fed987" in beyond
+    assert ("- Breakout, `--num-steps 5`: 2 runs; code `fed9876`; machine: see sweep.json; "
+            "[atari_variants/Breakout_ns5/](atari_variants/Breakout_ns5/)") in beyond
     assert table_rows(beyond.split("## Probes")[0])["Breakout, `--lr-decay none`"][4] == "30.0"
 
 
 def test_no_section_without_runs_beyond_the_defaults(runs, tmp_path):
-    page = tmp_path / "ATARI.md"
+    page = tmp_path / "atari.md"
     assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none")]) == 0
     assert "## Beyond the defaults" not in page.read_text()
 
@@ -160,7 +177,7 @@ def test_a_command_line_it_cannot_use_writes_nothing(runs, tmp_path, capsys):
     FOLDER made a table of seven 'not run yet' rows over the committed page)."""
     mine = tmp_path / "notes.md"
     mine.write_text("# my notes\n")
-    page = tmp_path / "ATARI.md"
+    page = tmp_path / "atari.md"
     for argv in (["--page", str(page)], [str(tmp_path / "no_such_runs"), str(page)], [str(runs), str(mine)]):
         assert atari_table.main(argv) == 2, argv
         err = capsys.readouterr().err
@@ -173,7 +190,7 @@ def test_a_command_line_it_cannot_use_writes_nothing(runs, tmp_path, capsys):
 def test_a_probe_that_stopped_early_has_no_return_past_its_end(runs, tmp_path):
     probes = tmp_path / "atari_probes"
     crafted_run(probes / "Breakout" / "run1", [(4e5, 1.0), (9e5, 3.0), (1.2 * M, 5.0)], 1)  # crashed at 1.2M
-    text = atari_table.probe_table(str(probes), "atari_probes")
+    text = atari_table.probe_table(str(probes), str(tmp_path))
     assert table_rows(text)["Breakout"][3:7] == ["1.0", "3.0", "-", "-"]
 
 
@@ -183,3 +200,18 @@ def test_a_cell_of_one_value_is_not_shown_as_a_median_and_worst(runs, tmp_path):
     game = atari_table.load_game(str(runs / "Breakout"), "Breakout")
     row = table_rows(atari_table.rows([game]))["Breakout"]
     assert row[4] == "290.0 / 280.0" and row[6] == "150.5"
+
+
+def test_the_footnote_shortens_what_sweep_json_records():
+    """A machine line and a commit sentence of several runs (as sweep.json holds them, written by hand) become the
+    CPUs and cores, and the distinct short hashes."""
+    machine = ("runs 1 and 3: Linux-6.18.44-fc-v782-x86_64-with-glibc2.36, AMD EPYC with AVX2 only (float32 by the "
+               "defaults), 2 of 2 cores usable; Python 3.11.7, torch 2.13.0+cpu; run1 alone (~1,800 frames/s); run2: "
+               "Linux-6.18.44-fc-v857-x86_64-with-glibc2.36, Intel(R) Xeon(R) Processor @ 2.50GHz, 2 of 2 cores "
+               "usable, 1 CUDA GPU(s); Python 3.11.7, torch 2.13.0+cpu")
+    assert atari_table.short_machine(machine) == "AMD EPYC with AVX2 only, 2 cores; Intel Xeon, 2 cores, 1 GPU(s)"
+    assert atari_table.short_machine(None) == "machine: see sweep.json"
+    commit = ("run1: 4f72e9afdd2a729f15b839b2d2ca7f5c55cd33bb; run2: 4f72e9afdd2a729f15b839b2d2ca7f5c55cd33bb up to "
+              "16.93M frames, then 8111891405a255f4d4c1530b7ade5dcdec2f0d1b; 20000000 frames")
+    assert atari_table.short_code(commit) == "code `4f72e9a`, `8111891` (2026-11-29 to 2026-11-30)"
+    assert atari_table.short_code(None) == "code: see sweep.json"
