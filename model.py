@@ -18,7 +18,7 @@ treat every model alike.
 
 ``model.unroll(obs [T, B, ...], state, dones)`` evaluates a whole unroll at once, for training: the
 convolutional (or MLP) part sees all ``T x B`` observations in one batch, only the LSTM cell steps through time. It
-gives what ``T`` calls of ``forward`` would, with far fewer, larger kernels (BENCHMARKS.md).
+gives what ``T`` calls of ``forward`` would, with far fewer, larger kernels (docs/results/throughput.md).
 
 The vector networks (``mlp``, ``mlplstm``) can normalise their observations with a running mean and variance
 (``ObsNorm``, ``meta["obs_norm"]``): the statistics are parameters that no optimizer touches, so they travel with
@@ -509,7 +509,7 @@ FRAME_FORMAT = {"a3clstm": (80, 1), "nature": (84, 4), "resnet": (84, 4)}
 
 
 def fast_layout(model: nn.Module, meta: dict, enabled: bool = True) -> nn.Module:
-    """Channels-last weights for conv models: about 1.3-2x faster convolutions on CPU (see BENCHMARKS.md). Loading
+    """Channels-last weights for conv models: about 1.3-2x faster convolutions on CPU (docs/results/throughput.md). Loading
     weights into such a replica and copying its gradients out work unchanged (copy_ converts layouts)."""
     if enabled and meta["model"] in CONV_MODELS:
         model = model.to(memory_format=torch.channels_last)

@@ -13,7 +13,7 @@ They differ in two ways:
    ``v``, then ``m``; another worker writes ``m``, then ``v``; read-modify-writes can also lose an update). Where
    ``v`` is still 0 (an element this worker's gradient did not touch yet: early in training that is most of
    them), Adam divides by ``eps`` alone: with eps 1e-8 one step moved a weight by ~1e7 x lr and Pong's policy
-   collapsed within 50k frames (BENCHMARKS.md, "Why a run could collapse"). No sequential Adam can take such a
+   collapsed within 50k frames (docs/results/reliability.md, "Why a run could collapse"). No sequential Adam can take such a
    step: by Cauchy-Schwarz, ``|m_hat| / sqrt(v_hat) <= step_bound(t)`` (1 at the first step, at most ~7.3 for
    betas (0.9, 0.999)). We clip each element's ``m_hat / (sqrt(v_hat) + eps)`` to that bound, which never changes
    a sequential step and caps a torn one. RMSprop likewise: ``|g| / sqrt(v) <= 1 / sqrt(1 - alpha)`` since ``v``

@@ -95,7 +95,7 @@ def play_rollout(model: torch.nn.Module, envs: RolloutEnvs, observations: torch.
     forwards of ``B`` observations (the fewest multiply-adds: best on a CPU); ``batched=True`` acts without autograd
     and then recomputes the values and log-probabilities with ``model.unroll`` over all ``T x B`` observations in
     one batch (the replica's weights have not changed in between, so they are the numbers acting saw): one more
-    forward, but far fewer, larger kernels (meant for a GPU, where launches dominate; BENCHMARKS.md).
+    forward, but far fewer, larger kernels (meant for a GPU, where launches dominate; docs/results/throughput.md).
 
     ``noise`` (``--log-std sde``: ``model.ExplorationNoise``) samples the actions instead of the distribution,
     with a noise matrix per env drawn afresh at the start of the rollout.

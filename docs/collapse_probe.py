@@ -1,4 +1,4 @@
-"""Probe of the early-collapse mechanism (BENCHMARKS.md, "Why a run could collapse"): two hogwild worker processes
+"""Probe of the early-collapse mechanism (docs/results/reliability.md, "Why a run could collapse"): two hogwild worker processes
 train a fresh shared Nature network on Pong (8 envs each, bf16, lr 3e-4) for the first updates, and report per run
 the lowest policy entropy, the largest value loss and gradient norm, and the largest change of any shared weight
 in one optimizer step, in learning rates ("step/lr"; a sequential Adam step is at most ~1-7).

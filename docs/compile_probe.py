@@ -1,4 +1,4 @@
-"""Does ``torch.compile`` make the workers' network faster on a CPU? (BENCHMARKS.md, "torch.compile".) The Nature
+"""Does ``torch.compile`` make the workers' network faster on a CPU? (docs/log/speed.md, "torch.compile on a CPU".) The Nature
 network on uint8 Pong frames, batch 8, one thread, as ``python -m tools.bench`` measures a network's cost
 (``tools.bench.network_cost``: acting forward per step, and a 20-step training rollout with backward and Adam per
 sample), eagerly and through ``torch.compile``, in float32 and bf16 autocast; with the seconds the compiled variant

@@ -1,4 +1,4 @@
-"""What a Pong unroll costs in memory and on the wire (BENCHMARKS.md, "Frames as bytes, each stored once"): the
+"""What a Pong unroll costs in memory and on the wire (docs/results/throughput.md, "Frames as bytes"): the
 bytes a replay of 1,000 unrolls allocates, and the bytes per agent step an IMPALA actor's unroll (any after its
 first) takes through Ray (pickle protocol 5, as Ray serialises numpy arrays), for frames as uint8 stored once
 (``--frame-norm frame``, the default, or ``scale``) and as the float32 stacks every frame travelled as before

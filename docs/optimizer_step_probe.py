@@ -1,4 +1,4 @@
-"""What one step of the shared optimizer costs (BENCHMARKS.md, "The shared optimizer's step"): ``SharedAdam`` on a
+"""What one step of the shared optimizer costs (docs/log/speed.md, "The shared optimizer's step"): ``SharedAdam`` on a
 network's weights in shared memory, flattened as a run holds them, one thread, against ``torch.optim.Adam`` on the
 same weights (its single-tensor loop, which makes fresh temporaries as our step once did, and its foreach loop).
 Each is timed over ``--steps`` steps, ``--repeats`` times in turn; the median is printed.

@@ -23,7 +23,7 @@ An episode is a whole game (or, with rules, a race): stable-retro has no general
 evaluation episodes are the same.
 
 stable-retro allows one emulator per process, so ``--envs-per-worker`` must be 1 for retro games (``runtime/config.py``;
-BENCHMARKS.md has the measurement behind that choice); every worker, the evaluator and ``gym_eval.py`` are processes
+docs/results/retro.md has the measurement behind that choice); every worker, the evaluator and ``gym_eval.py`` are processes
 of their own, and the parent builds its one env to read the shapes and closes it before any child starts.
 """
 

@@ -8,7 +8,7 @@ one has arrived), runs one forward pass on its device (the GPU when there is one
 weights, and writes each actor's values, logits, new state (and, when a replay ranks unrolls by them, the features
 the network's heads read) and the weights' version back. Where it pays: one
 model on a GPU instead of a CUDA context per actor, and large batches; on a CPU the actors' own forward passes
-cost no more than the server's, and the hand-off is extra (BENCHMARKS.md).
+cost no more than the server's, and the hand-off is extra (docs/results/throughput.md).
 
 Hand-off: every row has a status (IDLE -> ASKED by its actor -> ANSWERED by the server -> IDLE by the actor), each
 change with a single writer, as the unroll slots' (impala/shm.py). The waits sleep on POSIX semaphores (one that

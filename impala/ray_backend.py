@@ -5,7 +5,7 @@ What stays on the machine that runs main.py: the shared model and optimizer, ``R
 checkpoints (main.py), the evaluator (runtime/evaluator.py: it reads the shared model) and the
 **learner**, a supervisor role like the shared-memory one that is also the run's Ray driver. Only the actors are
 Ray actors. The learner keeps the weights on its own device (``--gpu-ids``): run main.py on the GPU machine (the
-head node) and let the actors go to the CPU nodes (README, "Ray backend").
+head node) and let the actors go to the CPU nodes (docs/guide/ray.md).
 
 The boundary is the shared-memory backend's, over the object store instead of slots:
 - **unrolls in**: an actor's ``unroll`` method plays one unroll of its ``--envs-per-worker`` environments

@@ -24,7 +24,7 @@ are distinct slots, so strategy 3 cannot loop for ever waiting for a sample coun
 buffer of exactly ``count`` slots works; ratios are compared with a tolerance (it rejected 0.6, 0.3, 0.1). Added:
 ``score_steps`` k ranks by each unroll's first k steps only (5 by default, every step where unrolls are shorter;
 null: every step), k/T of the scoring forwards' cost (on a CPU, scoring every step cost as much as the learner's
-training; the first 5 learned Pong as well: BENCHMARKS.md).
+training; the first 5 learned Pong as well: docs/results/replay.md).
 
 The buffers are shared-memory tensors allocated once by the supervisor (they outlive a replaced learner), with
 the unroll slots' layout plus per-unroll features, sample counts and insertion step; the learner is their only

@@ -59,7 +59,7 @@ def evaluate(run: RunContext, parent_pid: int, start_frames: float, run_started:
     start_seconds = run.start_seconds
     setup_child_process(args.seed + args.workers, parent_pid)
     # With one worker per core, fair scheduling would give the evaluator a third of a 2-core machine. It paces
-    # itself to --evaluator-cpu of a core instead; --evaluator-nice lowers its priority as well (see BENCHMARKS.md).
+    # itself to --evaluator-cpu of a core instead; --evaluator-nice lowers its priority as well (docs/log/speed.md).
     # While its latest game is at --stop-score, the games that can end the run are the run's critical path: the
     # evaluator then plays them at --confirm-cpu (a whole core by default), the workers slowed only for those games.
     share, confirm_share = evaluator_shares(args)

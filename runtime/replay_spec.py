@@ -20,7 +20,7 @@ ELITE_STRATEGIES = ("strategy1", "strategy2", "strategy3", "strategy4")
 # ranks exactly the picks: sampling stays uniform); lambda only matters with a sample_strategy.
 # score_steps 5 (ours): rank by each unroll's first 5 steps, a quarter of the scoring forwards of a 20-step unroll;
 # on Pong it learned as well as scoring every step (3 seeds each) at 0.7-0.8x of the standard replay's frames/s
-# instead of 0.4x (BENCHMARKS.md, "Replay for V-trace on Pong"); where unrolls are shorter, every step
+# instead of 0.4x (docs/results/replay.md); where unrolls are shorter, every step
 DEFAULT_SCORE_STEPS = 5
 CUSTOM_DEFAULTS = {"dist_function": None, "p": 2, "sample_strategy": None, "insert_strategy": None,
                    "lambda_batch_multiplier": 6, "alfa_annealing_factor": 1.0, "elite_sampling_strategy": "strategy3",

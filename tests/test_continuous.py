@@ -510,7 +510,7 @@ def test_impala_with_replays_masks_and_the_inference_server(flags, tmp_path):
 
 def test_pendulum_learns(tmp_path):
     """CI-sized: with README's Pendulum command, the evaluator's mean of 10 games passes -400 (random play: about
-    -1,200) within 3M frames (BENCHMARKS.md: -200 within ~0.5M frames, 26 s on a fast 2-core machine; of 42 runs of
+    -1,200) within 3M frames (docs/results/continuous.md: -200 within ~0.5M frames, 26 s on a fast 2-core machine; of 42 runs of
     this test's command there, 41 passed -400 within 0.73M frames, median 0.23M, and one played at random's level
     until 1.6M, then passed at 1.69M). A frame budget, with a time limit only as a safety net: a slow machine (a
     fifth of that speed) must not fail it."""

@@ -14,7 +14,7 @@ from conftest import ROOT, as_a_terminal_job, out_dirs, read_json, run_main, ses
 from core.schedule import entropy_coef, learning_rate
 
 
-# CartPole settings that solve it in a minute or two on 2 cores (see BENCHMARKS.md for the measured times)
+# CartPole settings that solve it in a minute or two on 2 cores (docs/results/cartpole.md has the measured times)
 CARTPOLE = ["--env", "CartPole-v1", "--workers", "2", "--lr", "2e-3", "--hidden-size", "64", "--value-coef", "0.1",
             "--envs-per-worker", "4"]
 

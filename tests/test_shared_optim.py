@@ -184,7 +184,7 @@ def test_adam_with_a_second_moment_faster_than_the_first_steps_as_torch_does(bet
 def test_torn_hogwild_state_cannot_make_a_wild_step():
     """What a worker can read under hogwild: another worker's new first moment already written, its second moment
     not yet. torch's Adam then divides by eps alone where this worker's own gradient was zero; ours stays within
-    the sequential bound. This is what collapsed a Pong run in its first 50k frames (BENCHMARKS.md)."""
+    the sequential bound. This is what collapsed a Pong run in its first 50k frames (docs/results/reliability.md)."""
     lr, eps = 3e-4, 1e-8
     steps = {}
     for name, cls in (("shared", SharedAdam), ("torch", torch.optim.Adam)):

@@ -1,6 +1,6 @@
 """Soak test: a long training run under load, watched from outside.
 
-    python -m tools.soak --seconds 600 --workers 4            # the figures in BENCHMARKS.md (2 x cores on 2 cores)
+    python -m tools.soak --seconds 600 --workers 4            # the figures in docs/results/reliability.md (2 x cores on 2 cores)
     python -m tools.soak --seconds 60 --env CartPole-v1 --json out.json
 
 Every ``--interval`` seconds it samples each process of the run (supervisor, evaluator, workers, helpers): resident

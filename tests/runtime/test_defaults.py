@@ -96,7 +96,7 @@ def test_impala_batch_size_fits_the_slots(family, num_buffers, expected):
     ("atari", "a3g", 16, 2), ("atari", "a3g", 2, 2), ("atari", "a3g", 1, 1), ("atari", "impala", 16, 16),
     ("retro", "a3g", 16, 16), ("classic", "a3g", 16, 16), ("continuous", "a3g", 4, 4)])
 def test_workers_are_one_per_core_and_at_most_two_for_a3g_on_atari(monkeypatch, family, algo, cores, workers):
-    """Hogwild workers beyond 2 kill Breakout's network (BENCHMARKS.md); IMPALA and the other families keep one
+    """Hogwild workers beyond 2 kill Breakout's network (docs/log/atari.md, "How many workers"); IMPALA and the other families keep one
     process per core. Picked before IMPALA's batch size, which reads it; a --workers given is kept."""
     monkeypatch.setattr("runtime.defaults.usable_cores", lambda: cores)
     args = auto_args(algo=algo, workers=AUTO)

@@ -1,5 +1,5 @@
-"""docs/seaquest_oxygen.py: the shipped Seaquest model's lives end with its tank empty (BENCHMARKS.md, "Seaquest to
-20M frames"), read from the game's RAM."""
+"""docs/seaquest_oxygen.py: the shipped Seaquest model's lives end with its tank empty (docs/log/atari.md,
+"Seaquest: one tank of oxygen a life"), read from the game's RAM."""
 
 import os
 import subprocess
