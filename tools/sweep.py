@@ -55,6 +55,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from typing import Sequence
 
@@ -324,6 +325,11 @@ def cell(value: object, fmt: str = "{:.1f}", missing: str = "-") -> str:
     return missing if value is None else fmt.format(value)
 
 
+def item(text: str) -> str:
+    """A list item of the report wrapped at 120 characters (a long command or note stays readable in a diff)."""
+    return textwrap.fill(text, 120, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+
+
 def report(out: str, meta: dict, score: float | None, budgets: list[int] | None) -> str:
     """Measure every run in OUT; write sweep.md, sweep.json and sweep.png; return the markdown."""
     dirs = run_dirs(out)
@@ -362,21 +368,21 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
     table += [cells(s, [f"**{name}**"] + [""] * 5) for name, s in (("median", median), ("worst", worst))]
     env = run_env(dirs[0]) or "?"
     lines = [f"# Seed sweep: {env}, {len(runs)} run(s)", ""]
-    lines += [f"- {what}: `{meta[key]}`" for what, key in (("sweep", "sweep_command"), ("each run", "run_command"))
-              if meta.get(key)]
+    lines += [item(f"- {what}: `{meta[key]}`") for what, key in (("sweep", "sweep_command"),
+                                                                    ("each run", "run_command")) if meta.get(key)]
     if meta.get("commit"):
         lines.append(f"- code: commit `{meta['commit']}`")
     lines.append(f"- machine: {meta.get('machine') or 'not recorded (no sweep.json of the sweep)'}")
-    lines += [f"- resumed: {line}" for line in meta.get("resumed", [])]
+    lines += [item(f"- resumed: {line}") for line in meta.get("resumed", [])]
     if meta.get("note"):
-        lines.append(f"- note: {meta['note']}")
-    lines += ["- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
+        lines.append(item(f"- note: {meta['note']}"))
+    lines += [item("- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
               "score (runs that did not exit 0: not reached); return @ F: the running mean of the last game at or "
               "before F frames (-: none, or the run stopped before F); min entropy: worker 0's lowest logged "
               "policy entropy (a discrete policy's collapse shows as ~0); worst: the slowest time, the lowest return "
               "or entropy"
               + ("; final weights: the mean of gym_eval.py's whole games with the run's checkpoint.pt, greedy and "
-                 "sampled (--stochastic)" if finals else ""), ""]
+                 "sampled (--stochastic)" if finals else "")), ""]
     text = "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table]) + "\n"
     atomic_write_text(os.path.join(out, "sweep.md"), text)
     atomic_write_text(os.path.join(out, "sweep.json"), json.dumps({

@@ -1,6 +1,6 @@
-"""The flags' defaults are written once, in the parser, and the README's tables are checked against it, so the two
-cannot drift: every flag of main.py is in the README, each table's default is the parser's, the family defaults
-table is what ``resolve_defaults`` picks, and ``--help`` prints each default once."""
+"""The flags' defaults are written once, in the parser, and the documentation is checked against it, so the two
+cannot drift: the family defaults table of docs/reference/defaults.md is what ``resolve_defaults`` picks, and
+``--help`` prints each default once. (Every flag on the generated docs/reference/flags.md: tests of the site.)"""
 
 import os
 import re
@@ -10,73 +10,23 @@ import pytest
 from conftest import ROOT
 from core.hardware import usable_cores
 from runtime.config import build_parser
-from runtime.defaults import AUTO, resolve_defaults
+from runtime.defaults import resolve_defaults
 
-README = open(os.path.join(ROOT, "README.md")).read()
-
-
-def section(title):
-    """The README's text from the heading ``title`` to the next heading of its level or higher."""
-    start = README.index(f"\n{title}\n")
-    level = title.split()[0]
-    end = re.search(rf"\n#{{1,{len(level)}}} ", README[start + len(title) + 2 :])
-    return README[start : start + len(title) + 2 + end.start()] if end else README[start:]
+DEFAULTS_PAGE = open(os.path.join(ROOT, "docs", "reference", "defaults.md")).read()
 
 
-def table_rows(text):
-    """The rows of the first table in ``text``, as lists of cells (the header and rule dropped)."""
-    rows = [line for line in text.splitlines() if line.startswith("|")]
-    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[2:]]
-
-
-def flag_rows():
-    """(README's flag names, README's default) of every flag in the Flags and IMPALA tables; a row naming several
-    flags (``--alpha``, ``--momentum``) has as many defaults, comma-separated."""
-    for title in ("## Flags", "## IMPALA: `--algo impala`"):
-        for cells in table_rows(section(title)):
-            names = [re.findall(r"--[a-z0-9-]+", part)[0] for part in cells[0].split(", ")]
-            defaults = cells[1].split(", ") if len(names) > 1 else [cells[1]]
-            assert len(defaults) == len(names), cells
-            yield from zip(names, defaults)
-
-
-def actions():
-    return {option: action for action in build_parser()._actions for option in action.option_strings}
-
-
-def said_default(action):
-    """The default as the README says it: the parser's value in words, or what its help calls the default where
-    the value depends on the machine or the run (``CPU cores``)."""
-    phrase = re.search(r"default: ([^;)]*)", action.help or "")
-    value = action.default
-    words = {AUTO: "auto", None: "none", True: "on", False: "off"}
-    if phrase:
-        return phrase.group(1)
-    if isinstance(value, list) and not value:
-        return "none"
-    if value is None or isinstance(value, bool) or value == AUTO:
-        return words[value]
-    return str(value)
-
-
-def same(readme, parser):
-    readme = re.sub(r"\s*\(.*\)", "", readme).strip("`")  # a remark in brackets: "1 (ms)"
-    try:
-        return float(readme) == float(parser)
-    except ValueError:
-        return readme == parser
-
-
-@pytest.mark.parametrize("flag, default", list(flag_rows()))
-def test_the_readme_says_the_parsers_default(flag, default):
-    action = actions()[flag]
-    assert same(default, said_default(action)), (flag, default, said_default(action))
-
-
-def test_every_flag_of_main_py_is_in_the_readme():
-    missing = [a.option_strings[-1] for a in build_parser()._actions
-               if a.option_strings and a.dest != "help" and not any(f"`{o}" in README for o in a.option_strings)]
-    assert not missing, missing
+def family_table(text):
+    """The rows of the family defaults table in ``text`` (the table whose header starts with "family / machine"),
+    as lists of cells (the header and rule dropped)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| family / machine |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    assert rows, "the family defaults table has no rows"
+    return rows
 
 
 def test_help_prints_each_default_once():
@@ -97,8 +47,8 @@ FAMILIES = {"Atari": "atari", "classic control": "classic", "retro games": "retr
             "continuous control": "continuous"}
 
 
-@pytest.mark.parametrize("row", table_rows(section("## Defaults")))
-def test_the_readme_defaults_table_is_what_resolve_defaults_picks(row):
+@pytest.mark.parametrize("row", family_table(DEFAULTS_PAGE))
+def test_the_defaults_table_is_what_resolve_defaults_picks(row):
     label, *cells = row
     family = next(code for name, code in FAMILIES.items() if label.startswith(name))
     on_gpu = "GPU" in label
