@@ -37,6 +37,19 @@ def test_the_flag_reference_is_what_the_parsers_say():
     assert open(flagdoc.PAGE).read() == flagdoc.page(), "docs/reference/flags.md is stale: python -m tools.flagdoc"
 
 
+def test_flagdoc_check_says_whether_the_page_is_current(tmp_path, monkeypatch):
+    from conftest import in_process
+    from tools import flagdoc
+
+    assert in_process(flagdoc.main, "--check").returncode == 0
+    stale = tmp_path / "flags.md"
+    stale.write_text("# Flags\n")
+    monkeypatch.setattr(flagdoc, "PAGE", str(stale))
+    done = in_process(flagdoc.main, "--check")
+    assert done.returncode == 1 and "out of date" in done.stderr and stale.read_text() == "# Flags\n"
+    assert in_process(flagdoc.main).returncode == 0 and stale.read_text() == flagdoc.page()
+
+
 def test_every_flag_of_main_py_and_gym_eval_is_on_the_reference_page():
     import gym_eval
     from runtime.config import build_parser
