@@ -55,20 +55,18 @@ def cell(text: str) -> str:
     return re.sub(r"(?<![\w`-])(--[a-z0-9][a-z0-9-]*)", r"`\1`", text)
 
 
-def names(action: argparse.Action) -> str:
+def names(action: argparse.Action, formatter: argparse.HelpFormatter) -> str:
+    """The flag's names, its arguments spelled as ``--help`` spells them (the parser's own formatter)."""
     if isinstance(action, argparse.BooleanOptionalAction):
         spelled = [o for o in action.option_strings if not o.startswith("--no-")]
         return " ".join(f"`{o}`" for o in spelled) + f" / `--no-{spelled[-1][2:]}`"
-    metavar = ""
-    if action.nargs != 0:
-        metavar = action.metavar or (f"{{{','.join(map(str, action.choices))}}}" if action.choices
-                                     else action.dest.upper())
-        metavar = f" {metavar}" if action.nargs in (None, 1) else f" {metavar} ..." if " " not in metavar \
-            else f" {metavar}"
-    return " ".join(f"`{o}`" for o in action.option_strings[:-1]) + f" `{action.option_strings[-1]}{metavar}`"
+    shape = formatter._format_args(action, formatter._get_default_metavar_for_optional(action)) if action.nargs != 0 \
+        else ""
+    *short, long = action.option_strings
+    return " ".join([*(f"`{o}`" for o in short), f"`{long} {shape}`" if shape else f"`{long}`"])
 
 
-def group_table(group: argparse._ArgumentGroup) -> str:
+def group_table(group: argparse._ArgumentGroup, formatter: argparse.HelpFormatter) -> str:
     rows = [a for a in group._group_actions if a.option_strings and a.dest != "help"]
     if not rows:
         return ""
@@ -76,14 +74,14 @@ def group_table(group: argparse._ArgumentGroup) -> str:
     for action in rows:
         help_text = re.sub(r"\s*\(default: [^;)]*\)", "", action.help or "")  # the default has its own column
         help_text = re.sub(r"[;,]\s*default: [^;)]*", "", re.sub(r"\(default: [^;)]*;\s*", "(", help_text))
-        lines.append(f"| {names(action).strip()} | {cell(default_words(action))} | {cell(help_text)} |")
+        lines.append(f"| {names(action, formatter)} | {cell(default_words(action))} | {cell(help_text)} |")
     return "\n".join(lines) + "\n"
 
 
 def parser_section(parser: argparse.ArgumentParser, command: str, level: str) -> str:
     parts = [f"{level} `{command}`\n\n{parser.description.splitlines()[0]}\n"]
     for group in parser._action_groups:
-        table = group_table(group)
+        table = group_table(group, parser._get_formatter())
         if not table:
             continue
         title = {"options": "general", "optional arguments": "general"}.get(group.title, group.title)
