@@ -40,6 +40,7 @@ import argparse
 import csv
 import glob
 import io
+import itertools
 import json
 import os
 import platform
@@ -273,7 +274,7 @@ def report(out: str) -> str:
     lines = [f"# {record['env']}: {' vs '.join(contestants)}", "",
              f"{record['seconds']} s per run, {record['runs_each']} run(s) each, one after the other on "
              f"{record['machine']}; "
-             f"{record['date']}; commit {record['commit']}. Mean of the last {WINDOW} training games (whole games, "
+             f"{record['date']}; commit {commits(record)}. Mean of the last {WINDOW} training games (whole games, "
              "raw points): median (worst) over the runs; frames played by then in millions.", "",
              "| contestant | " + " | ".join(f"{m:g} min" for m in marks) + " | "
              + " | ".join(f"{f / 1e6:g}M frames" for f in frame_marks) + " |",
@@ -294,6 +295,12 @@ def report(out: str) -> str:
     atomic_write_text(os.path.join(out, "versus.md"), text)
     figure(out, record, games)
     return text
+
+
+def commits(record: dict) -> str:
+    """The commit of every run (a resumed comparison's later runs may have another), in the order they ran."""
+    return ", ".join(dict.fromkeys(entry.get("commit", record["commit"]) for entry in record["runs"])) \
+        or record["commit"]
 
 
 def figure(out: str, record: dict, games: dict) -> None:
@@ -324,19 +331,17 @@ def figure(out: str, record: dict, games: dict) -> None:
     atomic_write_bytes(os.path.join(out, "versus.png"), buffer.getvalue())
 
 
-def set_aside(out: str, entry: dict) -> bool:
+def set_aside(out: str, entry: dict) -> None:
     """An interrupted run's folder (and log) renamed ``<folder>-stopped`` (``-stopped-2``, ...), so that the run can
-    start again in its place; False, for the record's filter."""
-    stem, n = os.path.join(out, entry["dir"]), 1
-    while os.path.exists(f"{stem}-stopped{'' if n == 1 else f'-{n}'}"):
-        n += 1
-    aside = f"{stem}-stopped{'' if n == 1 else f'-{n}'}"
+    start again in its place."""
+    stem = os.path.join(out, entry["dir"])
+    names = (f"{stem}-stopped" + ("" if n == 1 else f"-{n}") for n in itertools.count(1))
+    aside = next(name for name in names if not os.path.exists(name))
     for path, new in ((stem, aside), (f"{stem}.log", f"{aside}.log")):
         if os.path.exists(path):
             os.rename(path, new)
     print(f"versus: {entry['name']} run {entry['run']} had not ended: it starts again "
           f"({os.path.basename(aside)} kept)", flush=True)
-    return False
 
 
 def commit() -> str:
@@ -371,7 +376,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = os.path.join(args.out, "versus.json")
     if args.resume:
         record = load_json(path)
-        record["runs"] = [entry for entry in record["runs"] if entry["exit"] is not None or set_aside(args.out, entry)]
+        for entry in (entry for entry in record["runs"] if entry["exit"] is None):
+            set_aside(args.out, entry)
+        record["runs"] = [entry for entry in record["runs"] if entry["exit"] is not None]
         record["runs_each"] = args.runs
     else:
         record = {"env": args.env, "seconds": args.seconds, "runs_each": args.runs, "contestants": args.contestants,

@@ -138,3 +138,4 @@ def test_a_resume_keeps_the_runs_that_ended_and_starts_an_interrupted_one_again(
     assert "--max-seconds 15" in rerun["command"] and rerun["commit"] and saved["runs_each"] == 2
     assert (out / "a3g-small-run2-stopped" / "games.csv").exists() and (out / "a3g-small-run2-stopped.log").exists()
     assert read_json(out / "a3g-small-run2" / "summary.json")["stop_reason"] == "max_seconds"
+    assert f"commit abc, {rerun['commit']}." in (out / "versus.md").read_text()  # each run's commit in the report
