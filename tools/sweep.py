@@ -376,8 +376,8 @@ def report(out: str, meta: dict, score: float | None, budgets: list[int] | None)
     lines += [item(f"- resumed: {line}") for line in meta.get("resumed", [])]
     if meta.get("note"):
         lines.append(item(f"- note: {meta['note']}"))
-    lines += [item("- time to score: the first evaluator game whose running mean over a full --score-window reaches the "
-              "score (runs that did not exit 0: not reached); return @ F: the running mean of the last game at or "
+    lines += [item("- time to score: the first evaluator game whose running mean over a full --score-window reaches "
+              "the score (runs that did not exit 0: not reached); return @ F: the running mean of the last game at or "
               "before F frames (-: none, or the run stopped before F); min entropy: worker 0's lowest logged "
               "policy entropy (a discrete policy's collapse shows as ~0); worst: the slowest time, the lowest return "
               "or entropy"
