@@ -172,8 +172,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="a3g: hogwild workers, each with its own replica; impala: actors and one V-trace learner")
     add("-w", "--workers", type=auto_or(int), default=AUTO,
         help="training processes; auto: one per CPU core, at most 2 for A3G on Atari (docs/reference/defaults.md)")
-    add("-ns", "--num-steps", "--unroll-length", type=int, default=20,
-        help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll)")
+    add("-ns", "--num-steps", "--unroll-length", type=auto_or(int), default=AUTO,
+        help="rollout length (A3G: forward steps per update; IMPALA: steps per unroll); auto: 20, 128 for A3G's "
+             "--objective ppo on Atari")
     add("--envs-per-worker", type=auto_or(int), default=AUTO,
         help="environments each worker steps together (batched); auto: 8 for Atari, 1 for retro games, 4 for "
              "vector observations")
@@ -194,7 +195,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
         help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
     add("--max-grad-norm", "--grad-norm-clipping", type=auto_or(float), default=AUTO,
-        help="clip the gradient norm per update (0 = off); auto: 40 for Atari, off for the other families")
+        help="clip the gradient norm per update (0 = off); auto: 40 for Atari (0.5 with --objective ppo), off for the "
+             "other families")
     add("--max-nonfinite", type=int, default=100,
         help="non-finite updates in a row (each skipped) after which the run stops as diverged")
     add("-s", "--seed", type=random_seed, default=1, help="random seed; worker rank r uses seed + r")
@@ -238,19 +240,22 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="the mlp's value head: on the policy's two layers (shared) or on two layers of its own over the same "
              "observations (separate: SB3's and CleanRL's MLPs, whose value loss does not move the policy's "
              "features)")
-    add("--frame-norm", default="frame", choices=list(FRAME_NORMS),
+    add("--frame-norm", default=AUTO, choices=[AUTO, *FRAME_NORMS],
         help="Atari and retro frames: uint8 to the network, which standardises each frame by its own mean and std "
              "(frame) or divides it by 255 (scale); or rl_a3c_pytorch's running mean and std of each frame in the "
-             "environment, as float32 (running: how models trained before --frame-norm normalised)")
+             "environment, as float32 (running: how models trained before --frame-norm normalised); auto: frame, "
+             "scale for A3G's --objective ppo on Atari")
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
         help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
 
     add = p.add_argument_group('optimizer').add_argument
     add("-l", "--lr", type=auto_or(float), default=AUTO,
-        help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for mlp/mlplstm")
+        help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for "
+             "mlp/mlplstm, 2.5e-4 for --objective ppo on Atari")
     add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
     add("--eps", "--epsilon", type=auto_or(float), default=AUTO,
-        help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop")
+        help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop; 1e-5 for Adam with "
+             "--objective ppo on Atari")
     add("-a", "--amsgrad", action=argparse.BooleanOptionalAction, default=False,
         help="Adam's amsgrad variant (needs --optimizer Adam)")
     add("--alpha", type=float, default=0.99,
@@ -259,7 +264,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
         help="RMSprop's momentum (TorchBeast's --momentum; needs --optimizer RMSprop)")
 
     add = p.add_argument_group('A3G', '--algo a3g only').add_argument
-    add("-t", "--tau", type=float, default=1.00, help="GAE lambda (1.0 = plain n-step advantages)")
+    add("-t", "--tau", type=auto_or(float), default=AUTO,
+        help="GAE lambda (1.0 = plain n-step advantages); auto: 1.0, 0.95 for --objective ppo on Atari")
     add("-dss", "--distributed-step-size", type=int, nargs="+", default=[],
         help="rollout lengths handed out to the workers round-robin (overrides --num-steps)")
     add("--train-forward", default=AUTO, choices=[AUTO, "stepped", "batched"],
@@ -380,7 +386,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
 
 
 PATH_FLAGS = ("resume", "run_dir", "save_model_dir", "log_dir", "env_config")
-OBJECTIVE_AUTO = ("normalize_advantages", "value_clip")  # auto flags whose value follows --objective
+# auto flags whose value follows --objective (not --frame-norm: the network's input, fixed for a run's life)
+OBJECTIVE_AUTO = ("normalize_advantages", "value_clip", "num_steps", "tau", "lr", "eps", "max_grad_norm")
 
 
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict | None, dict]:
@@ -618,7 +625,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise BadInput(f"--distributed-step-size entries must be positive, got {args.distributed_step_size}")
     if not 0.0 < args.gamma <= 1.0:
         raise BadInput(f"--gamma must be in (0, 1], got {args.gamma}")
-    if not 0.0 <= args.tau <= 1.0:
+    if args.tau is not None and not 0.0 <= args.tau <= 1.0:
         raise BadInput(f"--tau must be in [0, 1], got {args.tau}")
     if not (args.eps > 0 and math.isfinite(args.eps)):
         raise BadInput(f"--eps must be positive, got {args.eps}")

@@ -21,6 +21,8 @@ The table of what each family gets on each kind of machine is docs/reference/def
 - ``--lr-decay``: for A3G on Atari the rate falls linearly to 0 by ``--max-frames``, from 10M frames but over at
   least the budget's last tenth and at most its last half (measured on Breakout and SpaceInvaders at 10M and 20M
   frames; spans between and beyond are the rule's); constant without ``--max-frames`` and elsewhere.
+- ``--objective ppo`` on Atari: CleanRL's and RL Zoo's PPO settings (``PPO_ATARI``), and A3G's frames divided by
+  255, which learned Breakout where per-frame standardisation idled; without it, the values in ``QUIET``.
 - The auto flags that only one algorithm reads (IMPALA's ``--inference`` and ``--batch-size``, A3G's
   ``--train-forward``) are None in the other's runs. ``--inference``: ``local`` on a CPU, ``server`` with GPUs.
   ``--train-forward``: ``batched`` for the feed-forward networks and with GPUs, ``stepped`` for the recurrent
@@ -40,12 +42,15 @@ AUTO = "auto"
 LR = {"a3clstm": 1e-4, "nature": 3e-4, "resnet": 3e-4, "mlplstm": 2e-3, "mlp": 2e-3}
 A3G_ATARI_WORKERS = 2  # the most hogwild workers measured to learn Breakout (module docstring)
 HIDDEN = {"a3clstm": 512, "mlplstm": 64, "mlp": 64, "nature": 512, "resnet": 512}  # feed-forward nets ignore it
-ONE_ALGORITHMS_AUTO = ("inference", "batch_size", "train_forward")  # auto flags that only one --algo reads
+ONE_ALGORITHMS_AUTO = ("inference", "batch_size", "train_forward", "tau")  # auto flags that only one --algo reads
 # --objective ppo's settings for Atari: CleanRL's and RL Zoo's (8 envs x 128 steps, GAE 0.95, Adam 2.5e-4 with eps
-# 1e-5, the gradient norm clipped at 0.5); IMPALA keeps its unrolls and reads no --tau (tools.bench's ":ppo")
-PPO_ATARI_FLAGS = {"a3g": ["--num-steps", "128", "--tau", "0.95", "--lr", "2.5e-4", "--eps", "1e-5",
-                           "--max-grad-norm", "0.5"],
-                   "impala": ["--lr", "2.5e-4", "--eps", "1e-5", "--max-grad-norm", "0.5"]}
+# 1e-5, the gradient norm clipped at 0.5), and frames divided by 255; IMPALA keeps its unrolls and reads no --tau,
+# and its frames keep --frame-norm frame (its PPO's learning is not measured yet)
+PPO_ATARI = {"a3g": {"num_steps": 128, "tau": 0.95, "lr": 2.5e-4, "eps": 1e-5, "max_grad_norm": 0.5,
+                     "frame_norm": "scale"},
+             "impala": {"lr": 2.5e-4, "eps": 1e-5, "max_grad_norm": 0.5}}
+# what the flags above are without PPO on Atari, where they are not listed at start-up (they are the same everywhere)
+QUIET = {"num_steps": 20, "frame_norm": "frame"}
 
 
 def auto_or(kind: type) -> Callable[[str], object]:
@@ -77,6 +82,14 @@ def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
             setattr(args, name, value)
             picked.append(("--" + name.replace("_", "-"), value))
 
+    pick("objective", "pg")
+    # CleanRL's and RL Zoo's PPO recipe (Adam's eps only: RMSprop keeps its own)
+    recipe = PPO_ATARI[args.algo] if family == "atari" and args.objective == "ppo" else {}
+    if args.optimizer != "Adam":
+        recipe = {name: value for name, value in recipe.items() if name != "eps"}
+    for name, value in recipe.items():
+        pick(name, value)
+
     cores = usable_cores()
     pick("workers", min(cores, A3G_ATARI_WORKERS) if family == "atari" and args.algo == "a3g" else cores)
     if frames:
@@ -102,13 +115,17 @@ def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
                                else batch_capacity(args)))
     else:
         pick("train_forward", train_forward)
+        if args.tau == AUTO:  # plain n-step advantages, as everywhere but PPO on Atari: not listed
+            args.tau = 1.0
     # The other algorithm's are nobody's choice: None in args.json, not auto, and not a placeholder value that a run
     # resumed with that other --algo would take for the user's
     for name in ONE_ALGORITHMS_AUTO:
         if getattr(args, name) == AUTO:
             setattr(args, name, None)
+    for name, value in QUIET.items():  # not listed: the same for every family
+        if getattr(args, name) == AUTO:
+            setattr(args, name, value)
     pick("eps", DEFAULT_EPS[args.optimizer])  # rl_a3c_pytorch's, per optimizer
-    pick("objective", "pg")
     if args.objective == "ppo":
         pick("normalize_advantages", True)  # per minibatch (CleanRL's, baselines')
         pick("value_clip", args.clip_coef)

@@ -20,9 +20,10 @@ environments; ``server``: with ``--inference server``; ``replay``: IMPALA with `
 each batch fresh and half replayed uniformly; ``elite``: the same with elite sampling, strategy 3, lambda 6 (not
 annealed in a bench run), scoring the first 5 steps of each candidate (the default ``score_steps``); ``eliteN``,
 e.g. ``elite20``: that scoring the first N steps (20, the unroll: every step); ``batched``: A3G's
-``--train-forward batched``; ``ppo``: ``--objective ppo`` with ``runtime.defaults.PPO_ATARI_FLAGS``, its network
-ceiling counting acting plus PPO_EPOCHS batched training passes per sample; ``running``/``scale``: that ``--frame-norm`` instead of the default, frame; the
-emulator ceiling is always the default pipeline's, uint8 frames).
+``--train-forward batched``; ``ppo``: ``--objective ppo`` with the settings auto picks for it
+(``runtime.defaults.PPO_ATARI``), its network ceiling counting acting plus PPO_EPOCHS batched training passes per
+sample; ``running``/``scale``: that ``--frame-norm`` instead of auto's; the emulator ceiling is always the default
+pipeline's, uint8 frames).
 A configuration whose run loses a process (a crash: its error is printed) is not measured: the others' figures are
 kept, the table's base is the first one measured, the JSON lists it under "failed", and the exit status is 1.
 """
@@ -55,7 +56,6 @@ from impala.shm import impala_roles
 from model import FRAME_FORMAT, MODELS, build_model, fast_layout, flatten_parameters, obs_dtype
 from runtime.config import cpu_share, default_gpu_ids, validate
 from runtime.context import RunContext
-from runtime.defaults import PPO_ATARI_FLAGS
 from runtime.processes import evaluator_cpu_share, process_context, stop_fork_server
 from runtime.run_dir import prepare_run_dir
 from runtime.run_state import RunState
@@ -114,8 +114,13 @@ def parse_config(text: str) -> dict:
             "inference": "server" if "server" in parts[2:] else "local",
             "replay": next((kind for kind in REPLAYS if kind in parts[2:]), "elite" if scored else None),
             "score_steps": int(scored[0][len("elite"):]) if scored else None,
-            "frame_norm": next((norm for norm in ("running", "scale") if norm in parts[2:]), "frame"),
+            "frame_norm": next((norm for norm in ("running", "scale") if norm in parts[2:]), None),  # None: auto
             "objective": "ppo" if "ppo" in parts[2:] else "pg"}
+
+
+def frame_norm_flags(config: dict) -> list[str]:
+    """``--frame-norm`` where the configuration names one; none where auto picks it."""
+    return ["--frame-norm", config["frame_norm"]] if config["frame_norm"] else []
 
 
 def replay_parameters(config: dict) -> str:
@@ -220,7 +225,7 @@ def training_argv(env_id: str, config: dict, workers: int, out: str, evaluator_c
             str(config["envs"]), "--gpu-ids", *map(str, gpu_ids), "--run-dir", out, "--save-model-dir", out, "--log-dir", out,
             "--no-tensorboard-logger", "--bf16" if config["bf16"] else "--no-bf16",
             "--channels-last" if config["channels_last"] else "--no-channels-last", "--evaluator-cpu",
-            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), "--frame-norm", config["frame_norm"]]
+            str(evaluator_cpu), "--evaluator-nice", str(evaluator_nice), *frame_norm_flags(config)]
     if config["algo"] == "impala":  # each algorithm takes only its own flags
         argv += ["--inference", config["inference"]]
         if config.get("replay"):
@@ -228,7 +233,7 @@ def training_argv(env_id: str, config: dict, workers: int, out: str, evaluator_c
     else:
         argv += ["--train-forward", config["train_forward"]]
     if config.get("objective") == "ppo":
-        argv += ["--objective", "ppo", *PPO_ATARI_FLAGS[config["algo"]]]
+        argv += ["--objective", "ppo"]  # with what auto picks for it
     return argv
 
 
@@ -349,9 +354,10 @@ def main() -> int:
         print(f"bench: {config['name']} ({n}/{len(configs)}): measuring, about "
               f"{args.warmup + args.seconds + 20:.0f} s", flush=True)
         with tempfile.TemporaryDirectory(prefix="a3g-bench-") as out:
-            argv = ["--env", args.env, "--model", config["model"], "--run-dir", out, "--frame-norm", config["frame_norm"]]
-            _, _, meta, _, _ = validate(argv)
             ppo = config["objective"] == "ppo"
+            argv = ["--env", args.env, "--model", config["model"], "--run-dir", out, "--algo", config["algo"],
+                    "--objective", config["objective"], *frame_norm_flags(config)]
+            _, _, meta, _, _ = validate(argv)
             infer, train = network_cost(meta, config["envs"], config["bf16"], config["channels_last"],
                                         iters=1 if args.quick else 3,
                                         batched=ppo or config["train_forward"] == "batched",

@@ -26,7 +26,8 @@ def auto_args(**given):
                               clip_coef=given.pop("clip_coef", 0.1),
                               **{n: given.get(n, AUTO) for n in names + ["inference", "batch_size", "lr_decay",
                                                                          "objective", "normalize_advantages",
-                                                                         "value_clip"]})
+                                                                         "value_clip", "num_steps", "tau",
+                                                                         "frame_norm"]})
 
 
 @pytest.mark.parametrize("family,gpu,bf16,expected", [
@@ -232,3 +233,24 @@ def test_a_pg_run_resumed_with_ppo_gets_ppos_auto_values(tmp_path, given_now, ex
                tmp_path / "run" / "checkpoint.pt")
     again = validate(["--resume", str(tmp_path / "run")])[0]
     assert (again.objective, again.normalize_advantages, again.value_clip) == ("ppo", *expected)
+
+
+def test_an_atari_pg_run_resumed_with_ppo_gets_the_ppo_settings_but_keeps_its_frames(tmp_path):
+    """Resumed with --objective ppo, a pg run's auto-picked rollout, GAE lambda, learning rate, eps and gradient clip
+    are picked afresh for PPO; --frame-norm is the network's input and stays what the run was trained with."""
+    import multiprocessing as mp
+
+    from model import build_model
+    from runtime.checkpoints import checkpoint_payload
+    from runtime.config import validate
+    from runtime.run_state import RunState
+
+    args, settings, meta, _, _ = validate(["--env", "BreakoutNoFrameskip-v4", *map(str, out_dirs(tmp_path))])
+    assert (args.num_steps, args.tau, args.lr, args.frame_norm) == (20, 1.0, 3e-4, "frame")
+    (tmp_path / "run").mkdir(exist_ok=True)
+    torch.save(checkpoint_payload(settings.as_dict(), meta, build_model(meta), None,
+                                  RunState(mp.get_context("spawn"), 1, frames=1000.0), 1.0, 0, args),
+               tmp_path / "run" / "checkpoint.pt")
+    resumed = validate(["--resume", str(tmp_path / "run"), "--objective", "ppo", "--num-steps", "64"])[0]
+    assert (resumed.num_steps, resumed.tau, resumed.lr, resumed.eps, resumed.max_grad_norm, resumed.frame_norm) == \
+        (64, 0.95, 2.5e-4, 1e-5, 0.5, "frame")

@@ -2,6 +2,7 @@
 cannot drift: the family defaults table of docs/reference/defaults.md is what ``resolve_defaults`` picks, and
 ``--help`` prints each default once. (Every flag on the generated docs/reference/flags.md: tests of the site.)"""
 
+import itertools
 import os
 import re
 
@@ -70,3 +71,34 @@ def test_the_defaults_table_is_what_resolve_defaults_picks(row):
         assert args.lr_decay == ([900, 1000] if falls else None)  # the last tenth of a budget under 11.1M frames
         resolve_defaults(args := build_parser().parse_args(["--max-frames", "20000000"]), family, on_gpu, native_bf16)
         assert args.lr_decay == ([10_000_000, 20_000_000] if falls else None)
+
+
+def objective_table(text):
+    """The rows of the table whose header starts with "objective / algorithm"."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| objective / algorithm |"))
+    return [[cell.strip().strip("`") for cell in line.strip("|").split(" | ")]
+            for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start + 2:])]
+
+
+@pytest.mark.parametrize("row", objective_table(DEFAULTS_PAGE))
+def test_the_objective_table_is_what_resolve_defaults_picks_for_atari(row):
+    label, num_steps, tau, lr, eps, max_grad_norm, frame_norm = row
+    objective, algo = label.split(", ")
+    args = build_parser().parse_args(["--objective", objective, "--algo", {"A3G": "a3g", "IMPALA": "impala"}[algo]])
+    resolve_defaults(args, "atari", False, True)
+    assert (args.num_steps, args.lr, args.eps, args.max_grad_norm, args.frame_norm) == \
+        (int(num_steps), float(lr), float(eps), float(max_grad_norm), frame_norm)
+    assert args.tau == (None if tau == "(unused)" else float(tau))
+
+
+def test_ppo_on_atari_keeps_rmsprops_eps_and_other_families_keep_their_settings():
+    args = build_parser().parse_args(["--objective", "ppo", "--optimizer", "RMSprop"])
+    resolve_defaults(args, "atari", False, True)
+    assert (args.eps, args.lr, args.num_steps) == (0.1, 2.5e-4, 128)
+    for family in ("classic", "retro", "continuous"):
+        resolve_defaults(args := build_parser().parse_args(["--objective", "ppo"]), family, False, True)
+        plain = build_parser().parse_args([])
+        resolve_defaults(plain, family, False, True)
+        assert {name: getattr(args, name) for name in ("num_steps", "tau", "lr", "eps", "max_grad_norm", "frame_norm")} \
+            == {name: getattr(plain, name) for name in ("num_steps", "tau", "lr", "eps", "max_grad_norm", "frame_norm")}

@@ -45,7 +45,7 @@ def test_configuration_names():
     config = parse_config("a3clstm:1:nocl:impala:server")
     assert not config["channels_last"] and config["train_forward"] == "stepped" and config["algo"] == "impala"
     assert config["inference"] == "server" and parse_config("nature:8:impala")["inference"] == "local"
-    assert parse_config("nature:8")["frame_norm"] == "frame"  # the default
+    assert parse_config("nature:8")["frame_norm"] is None  # auto's
     assert parse_config("nature:8:bf16:running")["frame_norm"] == "running"
     assert parse_config("nature:8:impala:scale")["frame_norm"] == "scale"
     assert parse_config("nature:8:impala")["replay"] is None
@@ -53,16 +53,18 @@ def test_configuration_names():
 
 
 def test_a_ppo_configuration_runs_main_py_with_the_atari_ppo_settings(tmp_path):
-    """``:ppo``: --objective ppo with runtime.defaults.PPO_ATARI_FLAGS, checked by main.py's own validation; A3G's
-    rollout of 128 steps and GAE 0.95, IMPALA's unrolls as they are (it reads no --tau)."""
+    """``:ppo``: --objective ppo with the settings auto picks for it, checked by main.py's own validation; A3G's
+    rollout of 128 steps, GAE 0.95 and frames divided by 255, IMPALA's unrolls and frames as they are (it reads no
+    --tau)."""
     from runtime.config import validate
     from tools.bench import parse_config, training_argv
 
     assert parse_config("nature:8")["objective"] == "pg" and parse_config("nature:8:ppo")["objective"] == "ppo"
-    for entry, steps in (("nature:8:bf16:batched:ppo", 128), ("nature:8:impala:ppo", 20)):
+    for entry, steps, tau, norm in (("nature:8:bf16:batched:ppo", 128, 0.95, "scale"),
+                                     ("nature:8:impala:ppo", 20, None, "frame")):
         args = validate(training_argv("BreakoutNoFrameskip-v4", parse_config(entry), 2, str(tmp_path / entry)))[0]
-        assert (args.objective, args.num_steps, args.lr, args.eps, args.max_grad_norm) == ("ppo", steps, 2.5e-4,
-                                                                                           1e-5, 0.5)
+        assert (args.objective, args.num_steps, args.tau, args.lr, args.eps, args.max_grad_norm, args.frame_norm) \
+            == ("ppo", steps, tau, 2.5e-4, 1e-5, 0.5, norm)
 
 
 @pytest.mark.parametrize("entry, says", [("bogus:8", "the model 'bogus'"), ("nature:x", "environments per worker 'x'"),
