@@ -16,17 +16,14 @@ from runtime.defaults import resolve_defaults
 DEFAULTS_PAGE = open(os.path.join(ROOT, "docs", "reference", "defaults.md")).read()
 
 
-def family_table(text):
-    """The rows of the family defaults table in ``text`` (the table whose header starts with "family / machine"),
-    as lists of cells (the header and rule dropped)."""
+def table(text, first_header):
+    """The rows of the table in ``text`` whose header's first cell is ``first_header``, as lists of cells (the
+    header and rule dropped)."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| family / machine |"))
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
-    assert rows, "the family defaults table has no rows"
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")]
+            for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start + 2:])]
+    assert rows, f"the table headed {first_header!r} has no rows"
     return rows
 
 
@@ -48,7 +45,7 @@ FAMILIES = {"Atari": "atari", "classic control": "classic", "retro games": "retr
             "continuous control": "continuous"}
 
 
-@pytest.mark.parametrize("row", family_table(DEFAULTS_PAGE))
+@pytest.mark.parametrize("row", table(DEFAULTS_PAGE, "family / machine"))
 def test_the_defaults_table_is_what_resolve_defaults_picks(row):
     label, *cells = row
     family = next(code for name, code in FAMILIES.items() if label.startswith(name))
@@ -73,17 +70,9 @@ def test_the_defaults_table_is_what_resolve_defaults_picks(row):
         assert args.lr_decay == ([10_000_000, 20_000_000] if falls else None)
 
 
-def objective_table(text):
-    """The rows of the table whose header starts with "objective / algorithm"."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| objective / algorithm |"))
-    return [[cell.strip().strip("`") for cell in line.strip("|").split(" | ")]
-            for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start + 2:])]
-
-
-@pytest.mark.parametrize("row", objective_table(DEFAULTS_PAGE))
+@pytest.mark.parametrize("row", table(DEFAULTS_PAGE, "objective / algorithm"))
 def test_the_objective_table_is_what_resolve_defaults_picks_for_atari(row):
-    label, num_steps, tau, lr, eps, max_grad_norm, frame_norm = row
+    label, num_steps, tau, lr, eps, max_grad_norm, frame_norm = (cell.strip("`") for cell in row)
     objective, algo = label.split(", ")
     args = build_parser().parse_args(["--objective", objective, "--algo", {"A3G": "a3g", "IMPALA": "impala"}[algo]])
     resolve_defaults(args, "atari", False, True)
@@ -100,5 +89,5 @@ def test_ppo_on_atari_keeps_rmsprops_eps_and_other_families_keep_their_settings(
         resolve_defaults(args := build_parser().parse_args(["--objective", "ppo"]), family, False, True)
         plain = build_parser().parse_args([])
         resolve_defaults(plain, family, False, True)
-        assert {name: getattr(args, name) for name in ("num_steps", "tau", "lr", "eps", "max_grad_norm", "frame_norm")} \
-            == {name: getattr(plain, name) for name in ("num_steps", "tau", "lr", "eps", "max_grad_norm", "frame_norm")}
+        names = ("num_steps", "tau", "lr", "eps", "max_grad_norm", "frame_norm")
+        assert [getattr(args, name) for name in names] == [getattr(plain, name) for name in names]
