@@ -9,6 +9,7 @@ periodic checkpoints through the callback it is given.
 
 import argparse
 import collections
+import os
 import signal
 import sys
 import time
@@ -19,6 +20,7 @@ from types import FrameType
 from typing import Callable, NoReturn
 
 from core.errors import EXIT_CRASH, EXIT_OK
+from core.files import process_alive
 from core.logs import file_logger
 from runtime.run_state import RunState
 
@@ -129,6 +131,27 @@ class Supervisor:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+        # A forked child's join returns once the fork server that forked it is gone (the same SIGTERM to the
+        # process group kills it), while the child itself may still finish an fsync: wait for the processes.
+        for proc in self.children.values():
+            wait_until_gone(proc.pid, deadline=time.monotonic() + grace)
+
+
+def wait_until_gone(pid: int, deadline: float) -> None:
+    """Wait until process ``pid`` has exited (a zombie has); past ``deadline``, kill it and wait a little more (a
+    process in an uninterruptible write dies when the write returns)."""
+    killed = False
+    while process_alive(pid):
+        if time.monotonic() > deadline:
+            if killed:
+                return
+            killed = True
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            deadline = time.monotonic() + 5.0
+        time.sleep(0.01)
 
 
 def supervise(args: argparse.Namespace, supervisor: Supervisor, state: RunState, clock: Callable[[], float],

@@ -6,6 +6,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -281,3 +282,50 @@ def test_short_soak_has_no_leaks(tmp_path):
     report = read_json(out)
     assert report["returncode"] == 0 and report["fds_end"] <= report["fds_start"] + 2
     assert any(k.startswith("supervisor") for k in report["peak_rss_mb"])
+
+
+SLOW_TO_DIE = '''
+import os, signal, time
+
+def role(folder):
+    def on_sigterm(signum, frame):  # as a child in the middle of an fsync: the signal takes effect a while later
+        time.sleep(1.0)
+        open(os.path.join(folder, "exited"), "w").close()
+        os._exit(0)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    open(os.path.join(folder, "ready"), "w").close()
+    while True:
+        time.sleep(0.1)
+'''
+
+STOP_AFTER_THE_FORK_SERVER = '''
+import os, signal, sys, time
+import multiprocessing as mp
+from multiprocessing import forkserver
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from slow_to_die import role
+from runtime.run_state import RunState
+from runtime.supervisor import Supervisor
+from core.files import process_alive
+
+folder = sys.argv[2]
+ctx = mp.get_context("forkserver")
+supervisor = Supervisor(ctx, {"role": (role, (folder,))}, RunState(ctx, 1), 0, lambda *a, **k: None)
+supervisor.start()
+while not os.path.exists(os.path.join(folder, "ready")):
+    time.sleep(0.05)
+os.kill(forkserver._forkserver._forkserver_pid, signal.SIGKILL)  # what a SIGTERM to the process group does to it
+os.kill(supervisor.started[0], signal.SIGTERM)
+supervisor.stop(grace=5.0)
+print(os.path.exists(os.path.join(folder, "exited")), process_alive(supervisor.started[0]))
+'''
+
+
+def test_stop_waits_for_a_forked_child_that_outlives_its_fork_server(tmp_path):
+    # With the fork server gone, a forked child's join returns at once: a supervisor that trusted it would clear the
+    # child's temporary files while the child still writes one (a leftover *.tmp.<pid> in the run's folder).
+    (tmp_path / "slow_to_die.py").write_text(SLOW_TO_DIE)
+    done = subprocess.run([sys.executable, "-c", STOP_AFTER_THE_FORK_SERVER, ROOT, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False"], "stop returned before the child had exited"
