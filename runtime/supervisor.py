@@ -133,8 +133,9 @@ class Supervisor:
                 proc.join()
         # A forked child's join returns once the fork server that forked it is gone (the same SIGTERM to the
         # process group kills it), while the child itself may still finish an fsync: wait for the processes.
+        deadline = time.monotonic() + grace
         for proc in self.children.values():
-            wait_until_gone(proc.pid, deadline=time.monotonic() + grace)
+            wait_until_gone(proc.pid, deadline)
 
 
 def wait_until_gone(pid: int, deadline: float) -> None:
