@@ -17,6 +17,10 @@ Contestants (run in the order given, run 1 of each, then run 2 of each, ...):
                    PEERS (torch pinned to the CPU build); stopped with Ctrl-C at the budget, as a user would; its
                    training games from its Monitor files (whole games, raw points: Monitor sits below the frame
                    skip and the life-loss wrapper).
+  sample-factory   Sample Factory's Atari example (``sf_examples.atari.train_atari``: its own Atari settings,
+                   synchronous PPO) on the CPU with 2 workers x 4 envs, in a venv of its own under --peers-dir like
+                   RL Zoo's (PEERS); started through ``tools/sf_peer.py``, which logs each training game in RL Zoo's
+                   Monitor format (Sample Factory logs only means over 100 lives); stopped with Ctrl-C at the budget.
 Every contestant gets the same wall-clock from its launch, the same game with 30 random no-op starts, and
 ``--seed seed0 + run - 1``. Each counts seconds on its own clock from the start of its training (a few seconds of
 start-up are not in it) and frames as emulator frames (RL Zoo's: the lengths of its finished games, so a little
@@ -62,8 +66,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = {
     "rlzoo": ["torch==2.13.0", "rl_zoo3==2.9.2", "stable-baselines3==2.9.2", "sb3-contrib==2.9.2", "ale-py==0.12.1",
               "gymnasium==1.4.0", "opencv-python-headless==5.1.0.95"],
+    # Sample Factory 2.1.1 needs gymnasium < 1.0 and numpy < 2
+    "sf": ["torch==2.13.0", "sample-factory==2.1.1", "gymnasium==0.29.1", "numpy==1.26.4", "ale-py==0.9.1",
+           "opencv-python==4.10.0.84"],
 }
 RLZOO_ALGOS = {"rlzoo-ppo": "ppo", "rlzoo-a2c": "a2c"}
+PEER_NAMES = (*RLZOO_ALGOS, "sample-factory")
 WINDOW = 100  # training games in each mean (CleanRL's and SB3's "last 100 episodes")
 GRACE = 60  # seconds a contestant gets to save and exit after its budget
 
@@ -76,7 +84,7 @@ def build_parser() -> OneLineParser:
                    help="runs of each contestant (default: 1; with --resume, the recorded number)")
     p.add_argument("--seed0", type=random_seed, default=1, help="run i's seed is seed0 + i - 1 (default: 1)")
     p.add_argument("--contestants", nargs="+", default=["a3g", "rlzoo-ppo"], metavar="NAME",
-                   help="a3g, a3g:LABEL, rlzoo-ppo, rlzoo-a2c (default: a3g rlzoo-ppo)")
+                   help="a3g, a3g:LABEL, rlzoo-ppo, rlzoo-a2c, sample-factory (default: a3g rlzoo-ppo)")
     p.add_argument("--a3g-flags", nargs=2, action="append", default=[], metavar=("LABEL", "FLAGS"),
                    help="main.py flags of contestant a3g:LABEL, one quoted string (after those after --)")
     p.add_argument("--marks", type=float, nargs="+", default=None, metavar="MINUTES",
@@ -105,8 +113,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     labels = dict(args.a3g_flags)
     for name in args.contestants:
         kind, _, label = name.partition(":")
-        if kind not in ("a3g", *RLZOO_ALGOS) or (label and kind != "a3g"):
-            raise BadInput(f"--contestants: {name!r} is not one of a3g, a3g:LABEL, {', '.join(RLZOO_ALGOS)}")
+        if kind not in ("a3g", *PEER_NAMES) or (label and kind != "a3g"):
+            raise BadInput(f"--contestants: {name!r} is not one of a3g, a3g:LABEL, {', '.join(PEER_NAMES)}")
         if label and label not in labels:
             raise BadInput(f"--contestants {name}: give its flags with --a3g-flags {label} \"FLAGS\"")
     if len(set(args.contestants)) < len(args.contestants):
@@ -166,6 +174,10 @@ def command_for(args: argparse.Namespace, name: str, run: int, folder: str) -> l
         return [sys.executable, os.path.join(ROOT, "main.py"), "--env", args.env, "--max-seconds", str(args.seconds),
                 "--seed", seed, "--run-dir", folder, "--save-model-dir", os.path.join(folder, "trained_models"),
                 "--log-dir", os.path.join(folder, "logs"), *args.a3g_args, *extra]
+    if name == "sample-factory":
+        return [ensure_peer(args.peers_dir, "sf"), os.path.join(ROOT, "tools", "sf_peer.py"),
+                os.path.join(folder, "sf", "games"), args.env, "--experiment=sf", f"--train_dir={folder}",
+                "--device=cpu", "--num_workers=2", "--num_envs_per_worker=4", f"--seed={seed}", "--with_wandb=False"]
     python = ensure_peer(args.peers_dir, "rlzoo")
     return [python, "-m", "rl_zoo3.train", "--algo", RLZOO_ALGOS[name], "--env", args.env, "--seed", seed,
             "-f", folder, "--vec-env", "dummy"]
@@ -180,12 +192,14 @@ def on_sigterm(signum, frame):
 
 
 STOPPED = (0, 130, -signal.SIGINT)  # a contestant that ended by itself, or saved and exited on Ctrl-C
+INTERRUPTED = 2  # Sample Factory's exit status after it saved and stopped on Ctrl-C (ExperimentStatus.INTERRUPTED)
 
 
 def play(command: list[str], seconds: float, log: str) -> int:
     """Run ``command`` in a process group of its own for ``seconds`` (a3g stops itself at --max-seconds; a peer gets
     Ctrl-C then, as a user stops a trainer, and SIGKILL GRACE seconds later); its output into ``log``. Returns 0 for
     a contestant stopped as planned, else its exit status. The group never outlives this call."""
+    interrupted = False
     with open(log, "w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
                                 preexec_fn=hear_ctrl_c)
@@ -193,6 +207,7 @@ def play(command: list[str], seconds: float, log: str) -> int:
         try:
             proc.wait(seconds + 5)
         except subprocess.TimeoutExpired:
+            interrupted = True
             os.killpg(proc.pid, signal.SIGINT)
             proc.wait(GRACE)
     except (subprocess.TimeoutExpired, KeyboardInterrupt, Terminated) as exc:
@@ -201,7 +216,8 @@ def play(command: list[str], seconds: float, log: str) -> int:
             raise
     finally:
         stop_group(proc)
-    return 0 if proc.returncode in STOPPED else proc.returncode
+    stopped = proc.returncode in STOPPED or interrupted and proc.returncode == INTERRUPTED
+    return 0 if stopped else proc.returncode
 
 
 def hear_ctrl_c() -> None:

@@ -1,14 +1,17 @@
 """versus.py: the report from crafted runs of a3g and of RL Zoo (games.csv, Monitor files), one-line errors for bad
-input, and a real a3g contestant on a budget."""
+input, and a real a3g contestant on a budget; sf_peer.py's game log on a real gymnasium environment."""
 
 import csv
 import json
 import subprocess
+import sys
+
+import gymnasium as gym
 
 import pytest
 
 from conftest import ROOT, assert_bad_input, command, in_process, read_json
-from tools import versus
+from tools import sf_peer, versus
 
 
 def a3g_games(folder, games):
@@ -66,6 +69,35 @@ def test_the_table_gives_median_and_worst_at_each_mark_and_leaves_out_runs_short
     assert rows["rlzoo-ppo"][2].strip(" |") == "-"  # 300 frames played: short of the mark
     assert (out / "versus.md").read_text() == result.stdout
     assert (out / "versus.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_sample_factory_games_are_logged_whole_in_monitor_files_that_the_report_reads(tmp_path):
+    """sf_peer.py's wrapper over RecordEpisodeStatistics (as Sample Factory's make_atari_env has it, on the raw
+    game): one line per finished game with its points and steps, in the folder versus reads a peer's games from."""
+    log = tmp_path / "sample-factory-run1" / "sf" / "games" / "0_0.monitor.csv"
+    env = sf_peer.game_log_class()(gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1")), str(log),
+                                   "CartPole-v1")
+    env.reset(seed=0)
+    lengths, steps = [], 0
+    while len(lengths) < 3:
+        steps += 1
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            lengths.append(steps)
+            steps = 0
+            env.reset()
+    games = versus.read_games(str(tmp_path / "sample-factory-run1"), "sample-factory")
+    assert [(frames, points) for _, frames, points in games] == [
+        (float(sum(lengths[:i + 1])), float(n)) for i, n in enumerate(lengths)]  # CartPole: a point a step
+    assert all(0 <= seconds < 60 for seconds, _, _ in games)
+
+
+@pytest.mark.e2e
+def test_a_peer_that_saves_and_exits_2_on_ctrl_c_stopped_as_planned_but_not_when_it_exits_2_by_itself(tmp_path):
+    """Sample Factory exits with its INTERRUPTED status (2) after Ctrl-C: the budget was spent as planned."""
+    on_ctrl_c = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(2)); time.sleep(60)"
+    assert versus.play([sys.executable, "-c", on_ctrl_c], 0.1, str(tmp_path / "a.log")) == 0
+    assert versus.play([sys.executable, "-c", "import sys; sys.exit(2)"], 30, str(tmp_path / "b.log")) == 2
 
 
 @pytest.mark.parametrize("flags, words", [
