@@ -115,19 +115,27 @@ def columns(batch: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, to
 
 def appo_loss(part: dict[str, torch.Tensor], logits: torch.Tensor, values: torch.Tensor, cut: torch.Tensor,
               old_values: torch.Tensor, args: argparse.Namespace, policy: Policy, entropy_coef: float,
-              clip: float) -> tuple[torch.Tensor, PPOStats, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+              clip: float, kept: tuple[torch.Tensor, torch.Tensor] | None = None
+              ) -> tuple[torch.Tensor, PPOStats, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """``--objective ppo``'s loss of a minibatch of unrolls (APPO): V-trace targets and policy-gradient advantages
-    recomputed on the current values, PPO's clipped surrogate on the ratio of the current policy to the behaviour
-    one (the actors' logits, however many versions old), the value loss clipped around ``old_values`` (the
-    learner's values of the batch before its first update), the entropy bonus; every term a mean over the
-    minibatch's steps (``core.ppo``). Returns (loss, the surrogate's stats, (surrogate, value loss, entropy))."""
-    vtrace = vtrace_targets(part, logits, values, cut, args.gamma, None, policy)
-    advantages = vtrace.pg_advantages
+    recomputed on the current values and policy (``--ppo-targets recompute``), or ``kept``: the minibatch's
+    (targets, advantages) taken once before the batch's first update (``keep``); PPO's clipped surrogate on the
+    ratio of the current policy to the behaviour one (the actors' logits, however many versions old), the value
+    loss clipped around ``old_values`` (the learner's values of the batch before its first update), the entropy
+    bonus; every term a mean over the minibatch's steps (``core.ppo``). Returns (loss, the surrogate's stats,
+    (surrogate, value loss, entropy))."""
+    if kept is None:
+        vtrace = vtrace_targets(part, logits, values, cut, args.gamma, None, policy)
+        targets, advantages = vtrace.vs, vtrace.pg_advantages
+        log_probs, behaviour_log_probs = vtrace.target_action_log_probs, vtrace.behavior_action_log_probs
+    else:
+        targets, advantages = kept
+        log_probs = policy.log_prob(logits[:-1], part["actions"])
+        behaviour_log_probs = policy.log_prob(part["logits"], part["actions"])
     if args.normalize_advantages:
         advantages = normalized_advantages(advantages)
-    surrogate, stats = clipped_surrogate(vtrace.target_action_log_probs, vtrace.behavior_action_log_probs,
-                                         advantages, clip)
-    value_loss = clipped_value_loss(values[:-1], old_values, vtrace.vs, args.value_clip)
+    surrogate, stats = clipped_surrogate(log_probs, behaviour_log_probs, advantages, clip)
+    value_loss = clipped_value_loss(values[:-1], old_values, targets, args.value_clip)
     entropy = policy.entropy(logits[:-1]).mean()
     loss = surrogate + args.value_coef * value_loss - entropy_coef * entropy
     if args.bound_coef:
@@ -306,8 +314,9 @@ class LearnerStep:
         clip = clip_coefficient(args.clip_coef, args.clip_anneal, frames, args.max_frames)
         with clock.phase("learn"), torch.no_grad():  # the values the value clip keeps each update near
             logits, old_values, cut = learner_forward(self.model, batch, device, args.bf16)
-            targets = vtrace_targets(batch, logits, old_values, cut, args.gamma, None, self.policy).vs
-            explained, old_values = explained_variance(old_values[:-1], targets), old_values[:-1]
+            vtrace = vtrace_targets(batch, logits, old_values, cut, args.gamma, None, self.policy)
+            explained, old_values = explained_variance(old_values[:-1], vtrace.vs), old_values[:-1]
+        kept = (vtrace.vs, vtrace.pg_advantages) if args.ppo_targets == "keep" else None
         unrolls = batch["actions"].shape[1]
         order = [index for _ in range(args.ppo_epochs) for index in minibatches(unrolls, args.minibatches)]
         for n, index in enumerate(order):
@@ -319,7 +328,7 @@ class LearnerStep:
                 part = columns(batch, index)
                 logits, values, cut = learner_forward(self.model, part, device, args.bf16)
                 loss, stats, losses = appo_loss(part, logits, values, cut, old_values[:, index], args, self.policy,
-                                                coef, clip)
+                                                coef, clip, kept and (kept[0][:, index], kept[1][:, index]))
             grad_norm, applied = self.update(loss, lr)
             if applied:
                 with clock.phase("optimize"):  # the new weights out to the actors

@@ -56,7 +56,7 @@ MACHINE_FLAGS = ("resume", "run_dir", "load", "gpu_ids", "backend", "ray_address
 ALGO_FLAGS = {
     "impala": ("batch_size", "backend", "ray_address", "max_policy_lag", "num_buffers", "inference", "inference_batch", "inference_wait",
                "replay_parameters", "kl_mask", "kl_threshold", "kl_mask_mode", "clone_losses", "policy_cloning_cost",
-               "value_cloning_cost"),
+               "value_cloning_cost", "ppo_targets"),
     "a3g": ("tau", "distributed_step_size", "train_forward"),
 }
 # Flags that only another setting reads: given without it, each would be recorded in args.json and change nothing.
@@ -78,6 +78,7 @@ READ_ONLY_WITH = {
     "clip_coef": ("objective", "ppo"),
     "clip_anneal": ("objective", "ppo"),
     "value_clip": ("objective", "ppo"),
+    "ppo_targets": ("objective", "ppo"),
     "load": ("resume", None),  # a resumed run starts from its checkpoint's weights
     "load_model_dir": ("load", True),
 }
@@ -193,7 +194,7 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "the whole batch (pg) or each minibatch (ppo) (SB3's normalize_advantage, CleanRL's --norm-adv); "
              "auto: on for --objective ppo, off for pg")
     add("-vc", "--value-coef", "--baseline-cost", type=auto_or(float), default=AUTO,
-        help="value loss coefficient; auto: 0.5 for Atari, 0.1 for classic control")
+        help="value loss coefficient; auto: 0.5 for pixel games (Atari, retro), 0.1 for vector observations")
     add("--max-grad-norm", "--grad-norm-clipping", type=auto_or(float), default=AUTO,
         help="clip the gradient norm per update (0 = off); auto: 40 for Atari (0.5 with --objective ppo), off for the "
              "other families")
@@ -221,6 +222,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--value-clip", type=auto_or(float), default=AUTO,
         help="ppo: a value further than this from the one the rollout was acted with gains nothing from moving "
              "further (baselines' ppo2; 0: off); auto: --clip-coef")
+    add("--ppo-targets", choices=["recompute", "keep"], default="recompute",
+        help="IMPALA's ppo: the V-trace targets and advantages recomputed for each minibatch with the current "
+             "values and policy, or kept: taken once per batch, before its first update")
 
     add = p.add_argument_group('network').add_argument
     add("--model", default=AUTO, choices=[AUTO, "a3clstm", "mlplstm", "mlp", "nature", "resnet"],

@@ -20,11 +20,12 @@ from conftest import (
     wait_for,
 )
 from core.policy import Categorical, DiagGaussian
+from core.ppo import clipped_value_loss
 from core.returns import nstep_returns, vtrace_from_action_log_probs
 from envs.environment import EnvSettings, make_env
 from impala.acting import Acting
 from impala.inference import LocalPolicy
-from impala.learner import appo_loss, impala_loss, learner_forward, vtrace_targets
+from impala.learner import appo_loss, columns, impala_loss, learner_forward, vtrace_targets
 from impala.replay import ReplayBuffer
 from impala.shm import FREE, FULL, WRITING, SharedWeights, UnrollStore
 from impala.unrolls import column
@@ -193,6 +194,38 @@ def test_appo_loss_at_the_behaviour_policy_is_the_v_trace_loss_per_step():
     batch["logits"] = batch["logits"] + torch.randn(T, n, 4, generator=torch.Generator().manual_seed(1))
     _, stats, _ = appo_loss(batch, logits, values, torch.zeros(T, n), values[:-1].detach(), args, policy, 0.01, 0.2)
     assert stats.approx_kl > 0 and 0 < stats.clipfrac <= 1
+
+
+def test_appo_loss_with_kept_targets_is_the_recomputed_one_until_the_weights_move():
+    """--ppo-targets keep: the V-trace targets and advantages of the whole batch, taken once and sliced to a
+    minibatch's unrolls, give the recomputed loss (value and gradients) at the weights they were taken with (each
+    unroll's V-trace is its own); once the critic has moved, the recomputed surrogate follows it and the kept one
+    does not, and the kept value loss still regresses to the kept targets."""
+    args = argparse.Namespace(gamma=0.9, value_coef=0.5, entropy_coef=0.01, normalize_advantages=True,
+                              bound_coef=0.0, value_clip=0.1)
+    T, n = 6, 4
+    batch, _, logits, values = on_policy_batch(T, n, done_at=(2, 1))
+    batch["logits"] = batch["logits"] + 0.3 * torch.randn(T, n, 4, generator=torch.Generator().manual_seed(2))
+    policy, cut, index = Categorical(4), torch.zeros(T, n), torch.tensor([0, 2])
+    whole = vtrace_targets(batch, logits.detach(), values, cut, args.gamma, None, policy)
+    kept = (whole.vs[:, index], whole.pg_advantages[:, index])
+    part, old = columns(batch, index), values[:-1, index]
+
+    def losses(part_values, kept):
+        part_values = part_values.clone().requires_grad_()
+        part_logits = logits[:, index]
+        loss, _, (surrogate, value_loss, _) = appo_loss(part, part_logits, part_values, cut[:, index], old, args,
+                                                        policy, 0.01, 0.2, kept)
+        return (loss, surrogate, value_loss, *torch.autograd.grad(loss, (logits, part_values)))
+
+    for recomputed, with_kept in zip(losses(values[:, index], None), losses(values[:, index], kept)):
+        torch.testing.assert_close(recomputed, with_kept)
+    moved = values[:, index] + 1.0
+    _, surrogate, _, _, _ = losses(moved, None)
+    _, kept_surrogate, kept_value_loss, _, _ = losses(moved, kept)
+    assert not torch.allclose(surrogate, kept_surrogate)
+    torch.testing.assert_close(kept_surrogate, losses(values[:, index], kept)[1])
+    torch.testing.assert_close(kept_value_loss, clipped_value_loss(moved[:-1], old, kept[0], 0.1))
 
 
 def test_normalized_advantages_in_the_v_trace_loss_leave_masked_steps_out():
