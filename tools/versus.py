@@ -258,7 +258,7 @@ def read_games(folder: str, name: str) -> list[tuple[float, float, float]]:
             starts.append(json.loads(f.readline()[1:])["t_start"])
             games += [(starts[-1] + float(r["t"]), float(r["l"]), float(r["r"])) for r in csv.DictReader(f)]
     frames, out = 0.0, []
-    for ended, length, points in sorted(games):
+    for ended, length, points in sorted(games, key=lambda game: game[0]):  # by time alone: a file's ties keep its order
         frames += length
         out.append((ended - min(starts), frames, points))
     return out
