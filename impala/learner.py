@@ -327,8 +327,9 @@ class LearnerStep:
             with clock.phase("learn"):
                 part = columns(batch, index)
                 logits, values, cut = learner_forward(self.model, part, device, args.bf16)
+                mine = None if kept is None else (kept[0][:, index], kept[1][:, index])
                 loss, stats, losses = appo_loss(part, logits, values, cut, old_values[:, index], args, self.policy,
-                                                coef, clip, kept and (kept[0][:, index], kept[1][:, index]))
+                                                coef, clip, mine)
             grad_norm, applied = self.update(loss, lr)
             if applied:
                 with clock.phase("optimize"):  # the new weights out to the actors
