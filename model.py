@@ -248,15 +248,18 @@ class ObsNorm(nn.Module):
 
 def pixels(x: torch.Tensor, frame_norm: str = "scale") -> torch.Tensor:
     """A conv network's input as it computes on it, from uint8 frames ``[..., H, W]`` (envs/frames.py), here, on
-    the side that computes, once per forward: scaled to [0, 1] (``frame_norm`` ``scale``), or with ``frame``
-    standardised per frame, ``(x - mean) / sqrt(var + 1e-6)`` over its pixels in 0-255 units (the same as in [0, 1]
-    but for the tiny term that keeps a blank frame at 0; rl_a3c_pytorch normalises each frame by running averages
-    of frames' means and stds, this takes the frame's own). Float frames (``--frame-norm running``: normalised
-    already, by the environment) pass as they come."""
+    the side that computes, once per forward: scaled to [0, 1] (``frame_norm`` ``scale``), the same less the
+    frame's darkest value (``darkest``: a uniform background made black), or with ``frame`` standardised per frame,
+    ``(x - mean) / sqrt(var + 1e-6)`` over its pixels in 0-255 units (the same as in [0, 1] but for the tiny term
+    that keeps a blank frame at 0; rl_a3c_pytorch normalises each frame by running averages of frames' means and
+    stds, this takes the frame's own). Float frames (``--frame-norm running``: normalised already, by the
+    environment) pass as they come."""
     if x.dtype != torch.uint8:
         return x
+    if frame_norm == "darkest":  # no pixel is below its frame's darkest: the difference stays in uint8's range
+        x = x - x.flatten(-2).amin(-1)[..., None, None]
     x = x.float()
-    if frame_norm != "frame":
+    if frame_norm in ("scale", "darkest"):
         return x.mul_(1.0 / 255.0)
     # in 0-255 units (the standardised frame is the same); mean and mean square in one pass each: ~5x faster on a
     # CPU than torch.std_mean over the last two dimensions

@@ -2,11 +2,12 @@
 resized (``process_frame``, ``ScreenFrame``), kept as bytes, and a stack of the last frames (``stack_frames``,
 gymnasium's frame stack).
 
-How frames are normalised (``--frame-norm``, ``FRAME_NORMS``): ``frame`` (the default) and ``scale`` keep them
-uint8 from the emulator to the network, which normalises them where it computes (``model.pixels``: each frame
-standardised by its own mean and std, or only divided by 255), so rollouts, unrolls, replays and Ray move a quarter
-of float32's bytes; ``running`` is rl_a3c_pytorch's running mean and std of each frame, in the environment
-(``NormalizedEnv``), float32: how every model written before ``--frame-norm`` was trained."""
+How frames are normalised (``--frame-norm``, ``FRAME_NORMS``): ``frame`` (the default), ``scale`` and ``darkest``
+keep them uint8 from the emulator to the network, which normalises them where it computes (``model.pixels``: each
+frame standardised by its own mean and std, only divided by 255, or divided by 255 less its darkest value), so
+rollouts, unrolls, replays and Ray move a quarter of float32's bytes; ``running`` is rl_a3c_pytorch's running mean
+and std of each frame, in the environment (``NormalizedEnv``), float32: how every model written before
+``--frame-norm`` was trained."""
 
 
 import cv2
@@ -74,7 +75,7 @@ class NormalizedEnv(gym.ObservationWrapper):  # gymnasium's NormalizeObservation
         return ((observation - mean) / (std + 1e-8)).astype(np.float32, copy=False)
 
 
-FRAME_NORMS = ("frame", "scale", "running")
+FRAME_NORMS = ("frame", "scale", "darkest", "running")
 FORMER_FRAME_NORM = "running"  # what a model file, checkpoint or run written before --frame-norm used
 
 

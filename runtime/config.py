@@ -246,8 +246,9 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "features)")
     add("--frame-norm", default=AUTO, choices=[AUTO, *FRAME_NORMS],
         help="Atari and retro frames: uint8 to the network, which standardises each frame by its own mean and std "
-             "(frame) or divides it by 255 (scale); or rl_a3c_pytorch's running mean and std of each frame in the "
-             "environment, as float32 (running: how models trained before --frame-norm normalised); auto: frame, "
+             "(frame), divides it by 255 (scale) or divides it by 255 less its darkest value (darkest: a uniform "
+             "background made black); or rl_a3c_pytorch's running mean and std of each frame in the environment, "
+             "as float32 (running: how models trained before --frame-norm normalised); auto: frame, "
              "scale for A3G's --objective ppo on Atari")
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
         help="channels-last memory layout for the conv networks' replicas (faster on CPU)")

@@ -171,21 +171,31 @@ def standardised(frames):
     return out.float()
 
 
-@pytest.mark.parametrize("frame_norm", ["frame", "scale"])
+def darkened(frames):
+    """Each frame of ``[n, k, H, W]`` uint8, in [0, 1], less its darkest pixel's value, pixel by pixel."""
+    out = frames.double() / 255.0
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = out[i, j] - out[i, j].min()
+    return out.float()
+
+
+@pytest.mark.parametrize("frame_norm", ["frame", "scale", "darkest"])
 @pytest.mark.parametrize("name,obs_shape", [("a3clstm", [1, 80, 80]), ("nature", [4, 84, 84]), ("resnet", [4, 84, 84])])
 def test_conv_networks_normalise_uint8_frames_where_they_compute(name, obs_shape, frame_norm):
     """Frames travel as bytes: a conv network standardises each frame by its own mean and std (--frame-norm
-    frame) or divides it by 255 (scale) itself, and takes float frames (--frame-norm running's, normalised by the
-    environment) as they come."""
+    frame), divides it by 255 (scale) or divides it by 255 less its darkest value (darkest) itself, and takes float
+    frames (--frame-norm running's, normalised by the environment) as they come."""
     meta = model_meta(name, obs_shape, 6, 32, uint8=True, frame_norm=frame_norm)
     assert meta["obs_dtype"] == "uint8" and obs_dtype(meta) == torch.uint8 and meta["frame_norm"] == frame_norm
     assert obs_dtype(model_meta(name, obs_shape, 6, 32)) == torch.float32  # and a file from before: no entry
     model = fast_layout(build_model(meta), meta)
     frames = torch.randint(0, 256, (3, *obs_shape), dtype=torch.uint8)
     frames[0, 0] = 17  # a blank frame: 0 after standardising, not a division by 0
+    frames[1] = frames[1] // 2 + 60  # no black pixel: --frame-norm darkest takes 60 or more off
     state = model.initial_state(3)
     value, logits, _ = model(frames, state)
-    expected = standardised(frames) if frame_norm == "frame" else frames.float() / 255.0
+    expected = {"frame": standardised, "darkest": darkened}.get(frame_norm, lambda x: x.float() / 255.0)(frames)
     value_f, logits_f, _ = model(expected, state)
     assert torch.allclose(value, value_f, atol=1e-5) and torch.allclose(logits, logits_f, atol=1e-5)
     _, unrolled, _ = model.unroll(frames.unsqueeze(0), state, torch.zeros(1, 3))

@@ -22,8 +22,8 @@ annealed in a bench run), scoring the first 5 steps of each candidate (the defau
 e.g. ``elite20``: that scoring the first N steps (20, the unroll: every step); ``batched``: A3G's
 ``--train-forward batched``; ``ppo``: ``--objective ppo`` with the settings auto picks for it
 (``runtime.defaults.PPO_ATARI``), its network ceiling counting acting plus PPO_EPOCHS batched training passes per
-sample; ``running``/``scale``: that ``--frame-norm`` instead of auto's; the emulator ceiling is always the default
-pipeline's, uint8 frames).
+sample; ``running``/``scale``/``darkest``: that ``--frame-norm`` instead of auto's; the emulator ceiling is always
+the default pipeline's, uint8 frames).
 A configuration whose run loses a process (a crash: its error is printed) is not measured: the others' figures are
 kept, the table's base is the first one measured, the JSON lists it under "failed", and the exit status is 1.
 """
@@ -79,7 +79,8 @@ class RoleDied(RuntimeError):
 
 
 PPO_EPOCHS = 4  # --ppo-epochs' default: the training passes a ":ppo" configuration makes over each sample
-TOKENS = ("bf16", "nocl", "batched", "impala", "server", "ppo", *REPLAYS, "running", "scale")  # and eliteN
+FRAME_NORM_TOKENS = ("running", "scale", "darkest")  # a --frame-norm other than auto's
+TOKENS = ("bf16", "nocl", "batched", "impala", "server", "ppo", *REPLAYS, *FRAME_NORM_TOKENS)  # and eliteN
 
 
 def is_scored_elite(token: str) -> bool:
@@ -103,7 +104,8 @@ def parse_config(text: str) -> dict:
     impala_only = [part for part in parts[2:] if part in ("server", *REPLAYS) or is_scored_elite(part)]
     if impala_only and "impala" not in parts[2:]:  # else measured as A3G under a name that says otherwise
         raise ValueError(f"--configs {text}: {', '.join(map(repr, impala_only))} is IMPALA's: add :impala")
-    for group in ([*REPLAYS, *scored], ["running", "scale"]):  # one replay, one frame norm: else one is dropped
+    # one replay, one frame norm: else one is dropped
+    for group in ([*REPLAYS, *scored], list(FRAME_NORM_TOKENS)):
         if len(chosen := [part for part in parts[2:] if part in group]) > 1:
             raise ValueError(f"--configs {text}: {' and '.join(map(repr, chosen))} are two of one setting: give one")
     if "batched" in parts[2:] and "impala" in parts[2:]:
@@ -114,7 +116,7 @@ def parse_config(text: str) -> dict:
             "inference": "server" if "server" in parts[2:] else "local",
             "replay": next((kind for kind in REPLAYS if kind in parts[2:]), "elite" if scored else None),
             "score_steps": int(scored[0][len("elite"):]) if scored else None,
-            "frame_norm": next((norm for norm in ("running", "scale") if norm in parts[2:]), None),  # None: auto
+            "frame_norm": next((norm for norm in FRAME_NORM_TOKENS if norm in parts[2:]), None),  # None: auto
             "objective": "ppo" if "ppo" in parts[2:] else "pg"}
 
 

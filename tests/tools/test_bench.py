@@ -48,6 +48,7 @@ def test_configuration_names():
     assert parse_config("nature:8")["frame_norm"] is None  # auto's
     assert parse_config("nature:8:bf16:running")["frame_norm"] == "running"
     assert parse_config("nature:8:impala:scale")["frame_norm"] == "scale"
+    assert parse_config("nature:8:bf16:batched:ppo:darkest")["frame_norm"] == "darkest"
     assert parse_config("nature:8:impala")["replay"] is None
     assert parse_config("nature:8:impala:elite3")["score_steps"] == 3
 
@@ -78,7 +79,8 @@ def test_a_ppo_configuration_runs_main_py_with_the_atari_ppo_settings(tmp_path):
                                          ("nature:8:impala:replay:elite", "'replay' and 'elite' are two of one"),
                                          ("nature:8:impala:elite5:elite20", "'elite5' and 'elite20' are two of one"),
                                          ("nature:8:impala:replay:elite5", "'replay' and 'elite5' are two of one"),
-                                         ("a3clstm:1:running:scale", "'running' and 'scale' are two of one")])
+                                         ("a3clstm:1:running:scale", "'running' and 'scale' are two of one"),
+                                         ("nature:8:scale:darkest", "'scale' and 'darkest' are two of one")])
 def test_a_configuration_entry_that_is_none_says_what(entry, says):
     from tools.bench import parse_config
 
