@@ -249,7 +249,7 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
              "(frame), divides it by 255 (scale) or divides it by 255 less its darkest value (darkest: a uniform "
              "background made black); or rl_a3c_pytorch's running mean and std of each frame in the environment, "
              "as float32 (running: how models trained before --frame-norm normalised); auto: frame, "
-             "scale for A3G's --objective ppo on Atari")
+             "darkest for A3G's --objective ppo on Atari")
     add("--channels-last", action=argparse.BooleanOptionalAction, default=True,
         help="channels-last memory layout for the conv networks' replicas (faster on CPU)")
 

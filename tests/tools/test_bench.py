@@ -55,13 +55,13 @@ def test_configuration_names():
 
 def test_a_ppo_configuration_runs_main_py_with_the_atari_ppo_settings(tmp_path):
     """``:ppo``: --objective ppo with the settings auto picks for it, checked by main.py's own validation; A3G's
-    rollout of 128 steps, GAE 0.95 and frames divided by 255, IMPALA's unrolls and frames as they are (it reads no
-    --tau)."""
+    rollout of 128 steps, GAE 0.95 and frames divided by 255 less their darkest value, IMPALA's unrolls and frames
+    as they are (it reads no --tau)."""
     from runtime.config import validate
     from tools.bench import parse_config, training_argv
 
     assert parse_config("nature:8")["objective"] == "pg" and parse_config("nature:8:ppo")["objective"] == "ppo"
-    for entry, steps, tau, norm in (("nature:8:bf16:batched:ppo", 128, 0.95, "scale"),
+    for entry, steps, tau, norm in (("nature:8:bf16:batched:ppo", 128, 0.95, "darkest"),
                                      ("nature:8:impala:ppo", 20, None, "frame")):
         args = validate(training_argv("BreakoutNoFrameskip-v4", parse_config(entry), 2, str(tmp_path / entry)))[0]
         assert (args.objective, args.num_steps, args.tau, args.lr, args.eps, args.max_grad_norm, args.frame_norm) \
