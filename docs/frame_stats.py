@@ -1,7 +1,7 @@
-"""What the network's frames hold, game by game (docs/log/ppo.md, "Each frame centred"): over random play, each
-frame's mean in [0, 1], its darkest value, the share of its pixels at that value, and its std, as the pipeline
-gives them (crop, gray, 80x80, uint8). A darkest value above 0 on most of the pixels is a uniform background that
-``--frame-norm scale`` passes on as it is and ``--frame-norm darkest`` makes black.
+"""What the network's frames hold, game by game (docs/log/ppo.md, "Each frame centred"): over random play, each frame's
+mean in [0, 1], its darkest value (the mean and the highest over the frames), the share of its pixels at that value,
+and its std, as the pipeline gives them (crop, gray, 80x80, uint8). A darkest value above 0 on most of the pixels is
+a uniform background that ``--frame-norm scale`` passes on as it is and ``--frame-norm darkest`` makes black.
 
     python docs/frame_stats.py [--steps 1000] [--games Pong Breakout ...]
 """
@@ -36,8 +36,8 @@ def frame_stats(game: str, steps: int, seed: int = 0) -> dict[str, float]:
         if terminated or truncated:
             env.reset()
     env.close()
-    return {"mean": float(np.mean(means)), "darkest": float(np.mean(darkest)), "share": float(np.mean(share)),
-            "std": float(np.mean(stds))}
+    return {"mean": float(np.mean(means)), "darkest": float(np.mean(darkest)), "darkest_max": float(np.max(darkest)),
+            "share": float(np.mean(share)), "std": float(np.mean(stds))}
 
 
 def main() -> None:
@@ -45,10 +45,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="random agent steps per game (default: 1000)")
     parser.add_argument("--games", nargs="+", default=list(GAMES), help="Atari games, without NoFrameskip-v4")
     args = parser.parse_args()
-    print("| game | mean | darkest | pixels at the darkest | std |\n|---|---|---|---|---|")
+    print("| game | mean | darkest | darkest, highest | pixels at the darkest | std |\n|---|---|---|---|---|---|")
     for game in args.games:
         s = frame_stats(game, args.steps)
-        print(f"| {game} | {s['mean']:.3f} | {s['darkest']:.3f} | {s['share']:.0%} | {s['std']:.3f} |")
+        print(f"| {game} | {s['mean']:.3f} | {s['darkest']:.3f} | {s['darkest_max']:.3f} | {s['share']:.0%} "
+              f"| {s['std']:.3f} |")
 
 
 if __name__ == "__main__":

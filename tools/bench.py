@@ -1,6 +1,6 @@
 """Benchmark: how fast a3g trains, and how close that is to what this machine allows.
 
-    python -m tools.bench                      # PongNoFrameskip-v4, the standard configurations (about 6 minutes)
+    python -m tools.bench                      # PongNoFrameskip-v4, the standard configurations (about 7 minutes)
     python -m tools.bench --quick              # a short end-to-end pass (seconds), as the tests run it
     python -m tools.bench --configs "a3clstm:1" "nature:8:bf16" --seconds 60
 
@@ -14,16 +14,16 @@ In one run and one process tree it measures
 The table gives each configuration's frames/s, its ceilings -- network (cores x frames per step / training cost),
 emulator, and both sharing the cores -- and the ratios to them and to the first configuration (the baseline: the
 straightforward one-env-per-worker loop). A configuration is
-``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:ppo][:replay|:elite|:eliteN][:running|:scale]``
-(``impala``: IMPALA's actors and learner instead of A3G's workers, with the same number of processes stepping
-environments; ``server``: with ``--inference server``; ``replay``: IMPALA with ``REPLAYS["replay"]``, half of
-each batch fresh and half replayed uniformly; ``elite``: the same with elite sampling, strategy 3, lambda 6 (not
-annealed in a bench run), scoring the first 5 steps of each candidate (the default ``score_steps``); ``eliteN``,
-e.g. ``elite20``: that scoring the first N steps (20, the unroll: every step); ``batched``: A3G's
-``--train-forward batched``; ``ppo``: ``--objective ppo`` with the settings auto picks for it
+``model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:ppo][:replay|:elite|:eliteN]`` and a frame norm
+``[:running|:scale|:darkest]`` (``impala``: IMPALA's actors and learner instead of A3G's workers, with the same
+number of processes stepping environments; ``server``: with ``--inference server``; ``replay``: IMPALA with
+``REPLAYS["replay"]``, half of each batch fresh and half replayed uniformly; ``elite``: the same with elite
+sampling, strategy 3, lambda 6 (not annealed in a bench run), scoring the first 5 steps of each candidate (the
+default ``score_steps``); ``eliteN``, e.g. ``elite20``: that scoring the first N steps (20, the unroll: every step);
+``batched``: A3G's ``--train-forward batched``; ``ppo``: ``--objective ppo`` with the settings auto picks for it
 (``runtime.defaults.PPO_ATARI``), its network ceiling counting acting plus PPO_EPOCHS batched training passes per
-sample; ``running``/``scale``/``darkest``: that ``--frame-norm`` instead of auto's; the emulator ceiling is always
-the default pipeline's, uint8 frames).
+sample (without it: ``--objective pg``, whatever auto picks); ``running``/``scale``/``darkest``: that
+``--frame-norm`` instead of auto's; the emulator ceiling is always the default pipeline's, uint8 frames).
 A configuration whose run loses a process (a crash: its error is printed) is not measured: the others' figures are
 kept, the table's base is the first one measured, the JSON lists it under "failed", and the exit status is 1.
 """
@@ -70,8 +70,8 @@ REPLAYS = {"replay": f'[{QUEUE}, {{"type": "standard", "capacity": 1000, "sample
            "elite": f'[{QUEUE}, {{"type": "custom", "capacity": 1000, "sample_ratio": 0.5, "dist_function": "ln_norm", '
                     '"sample_strategy": "elite_sampling", "lambda_batch_multiplier": 6, "alfa_annealing_factor": 2.0, '
                     '"elite_sampling_strategy": "strategy3"}]'}
-STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16", "nature:8:impala",
-            "nature:8:bf16:impala"]
+STANDARD = ["a3clstm:1:nocl", "a3clstm:1", "a3clstm:8", "a3clstm:8:bf16", "nature:8", "nature:8:bf16",
+            "nature:8:bf16:batched:ppo", "nature:8:impala", "nature:8:bf16:impala"]
 
 
 class RoleDied(RuntimeError):
@@ -234,9 +234,8 @@ def training_argv(env_id: str, config: dict, workers: int, out: str, evaluator_c
             argv += ["--replay-parameters", replay_parameters(config)]
     else:
         argv += ["--train-forward", config["train_forward"]]
-    if config.get("objective") == "ppo":
-        argv += ["--objective", "ppo"]  # with what auto picks for it
-    return argv
+    # named either way, with what auto picks for it: a configuration means the same whatever auto's objective is
+    return argv + ["--objective", config.get("objective", "pg")]
 
 
 def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds: float, out: str,
@@ -293,7 +292,7 @@ def main() -> int:
     p.add_argument("--env", default="PongNoFrameskip-v4")
     p.add_argument("--configs", nargs="+", default=STANDARD,
                    help="model:envs_per_worker[:bf16][:nocl][:batched][:impala][:server][:ppo][:replay|:elite|:eliteN]"
-                        "[:running|:scale] ...")
+                        "[:running|:scale|:darkest] ...")
     p.add_argument("--workers", type=int, default=usable_cores(), help="default: cores")
     p.add_argument("--seconds", type=float, default=30.0, help="measured training seconds per configuration")
     p.add_argument("--warmup", type=float, default=15.0, help="training seconds before measuring")
