@@ -235,7 +235,7 @@ def training_argv(env_id: str, config: dict, workers: int, out: str, evaluator_c
     else:
         argv += ["--train-forward", config["train_forward"]]
     # named either way, with what auto picks for it: a configuration means the same whatever auto's objective is
-    return argv + ["--objective", config.get("objective", "pg")]
+    return argv + ["--objective", config["objective"]]
 
 
 def training_fps(env_id: str, config: dict, workers: int, warmup: float, seconds: float, out: str,
