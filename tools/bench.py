@@ -286,6 +286,19 @@ def cpu_name() -> str:
         return platform.processor() or "unknown"
 
 
+def table(results: list[dict]) -> str:
+    """The configurations' frames/s beside their ceilings, one row each, the names in a column as wide as the
+    longest; ``x base``: the ratio to the first row."""
+    base = (results[0]["fps"] if results else 0) or math.nan  # a configuration that made no frames is 0
+    width = max([18] + [len(r["name"]) + 2 for r in results])
+    header = (f"{'configuration':<{width}}{'frames/s':>10}{'x base':>8}{'net ceil':>10}{'emu ceil':>10}{'both':>9}"
+              f"{'/min':>7}{'/both':>7}")
+    rows = [f"{r['name']:<{width}}{r['fps']:>10,.0f}{r['fps'] / base:>8.2f}{r['network_ceiling_fps']:>10,.0f}"
+            f"{r['emulator_ceiling_fps']:>10,.0f}{r['combined_ceiling_fps']:>9,.0f}"
+            f"{r['ratio_to_min_ceiling']:>7.0%}{r['ratio_to_combined_ceiling']:>7.0%}" for r in results]
+    return "\n".join([header, "-" * len(header), *rows])
+
+
 def main() -> int:
     p = OneLineParser(prog="python -m tools.bench", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -388,14 +401,7 @@ def main() -> int:
         print(f"bench: {config['name']}: where the roles' time went: "
               + ", ".join(f"{name} {share:.0%}" for name, share in split.items() if share >= 0.005), flush=True)
 
-    base = (results[0]["fps"] if results else 0) or math.nan  # a configuration that made no frames is 0
-    header = (f"{'configuration':<18}{'frames/s':>10}{'x base':>8}{'net ceil':>10}{'emu ceil':>10}{'both':>9}"
-              f"{'/min':>7}{'/both':>7}")
-    print("\n" + header + "\n" + "-" * len(header))
-    for r in results:
-        print(f"{r['name']:<18}{r['fps']:>10,.0f}{r['fps'] / base:>8.2f}{r['network_ceiling_fps']:>10,.0f}"
-              f"{r['emulator_ceiling_fps']:>10,.0f}{r['combined_ceiling_fps']:>9,.0f}"
-              f"{r['ratio_to_min_ceiling']:>7.0%}{r['ratio_to_combined_ceiling']:>7.0%}")
+    print("\n" + table(results))
     report = {"env": args.env, "cpu": cpu_name(), "cores": cores, "workers": args.workers, "torch": torch.__version__,
               "gpu_ids": args.gpu_ids,
               "evaluator_cpu": evaluator_cpu_share(args.evaluator_cpu, args.workers),

@@ -53,6 +53,19 @@ def test_configuration_names():
     assert parse_config("nature:8:impala:elite3")["score_steps"] == 3
 
 
+def test_the_table_keeps_its_columns_under_a_long_configuration_name():
+    """A name longer than the first column (``nature:8:bf16:batched:ppo:darkest``) widens it; every row's figures
+    end where the header's do."""
+    from tools.bench import table
+
+    report = json.loads(open(os.path.join(ROOT, "docs/ppo_runs/bench/pong_pg_ppo_darkest.json")).read())
+    header, rule, *rows = table(report["results"]).splitlines()
+    assert len(rows) == 2 and rows[1].startswith("nature:8:bf16:batched:ppo:darkest ")
+    assert len(rule) == len(header) and all(len(row) == len(header) for row in rows)
+    assert header.index("frames/s") + len("frames/s") == rows[1].index("2,317") + len("2,317")
+    assert rows[1].split()[2] == "0.45"  # x base: the first row's frames/s is the base
+
+
 def test_a_ppo_configuration_runs_main_py_with_the_atari_ppo_settings(tmp_path):
     """``:ppo``: --objective ppo with the settings auto picks for it, checked by main.py's own validation; A3G's
     rollout of 128 steps, GAE 0.95 and frames divided by 255 less their darkest value, IMPALA's unrolls and frames
