@@ -58,8 +58,8 @@ def test_the_table_keeps_its_columns_under_a_long_configuration_name():
     end where the header's do."""
     from tools.bench import table
 
-    report = json.loads(open(os.path.join(ROOT, "docs/ppo_runs/bench/pong_pg_ppo_darkest.json")).read())
-    header, rule, *rows = table(report["results"]).splitlines()
+    with open(os.path.join(ROOT, "docs/ppo_runs/bench/pong_pg_ppo_darkest.json")) as f:
+        header, rule, *rows = table(json.load(f)["results"]).splitlines()
     assert len(rows) == 2 and rows[1].startswith("nature:8:bf16:batched:ppo:darkest ")
     assert len(rule) == len(header) and all(len(row) == len(header) for row in rows)
     assert header.index("frames/s") + len("frames/s") == rows[1].index("2,317") + len("2,317")
