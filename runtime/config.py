@@ -256,7 +256,7 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add = p.add_argument_group('optimizer').add_argument
     add("-l", "--lr", type=auto_or(float), default=AUTO,
         help="learning rate; auto: 1e-4 for a3clstm (rl_a3c_pytorch's), 3e-4 for nature/resnet, 2e-3 for "
-             "mlp/mlplstm, 2.5e-4 for --objective ppo on Atari")
+             "mlp/mlplstm; with --objective ppo on Atari 5e-4 for A3G, 2.5e-4 for IMPALA")
     add("-o", "--optimizer", default="Adam", choices=["Adam", "RMSprop"], help="optimizer")
     add("--eps", "--epsilon", type=auto_or(float), default=AUTO,
         help="the optimizer's epsilon; auto: rl_a3c_pytorch's, 1e-3 for Adam and 0.1 for RMSprop; 1e-5 for Adam with "

@@ -253,4 +253,4 @@ def test_an_atari_pg_run_resumed_with_ppo_gets_the_ppo_settings_but_keeps_its_fr
                tmp_path / "run" / "checkpoint.pt")
     resumed = validate(["--resume", str(tmp_path / "run"), "--objective", "ppo", "--num-steps", "64"])[0]
     assert (resumed.num_steps, resumed.tau, resumed.lr, resumed.eps, resumed.max_grad_norm, resumed.frame_norm) == \
-        (64, 0.95, 2.5e-4, 1e-5, 0.5, "frame")
+        (64, 0.95, 5e-4, 1e-5, 0.5, "frame")

@@ -84,7 +84,7 @@ def test_the_objective_table_is_what_resolve_defaults_picks_for_atari(row):
 def test_ppo_on_atari_keeps_rmsprops_eps_and_other_families_keep_their_settings():
     args = build_parser().parse_args(["--objective", "ppo", "--optimizer", "RMSprop"])
     resolve_defaults(args, "atari", False, True)
-    assert (args.eps, args.lr, args.num_steps) == (0.1, 2.5e-4, 128)
+    assert (args.eps, args.lr, args.num_steps) == (0.1, 5e-4, 128)
     for family in ("classic", "retro", "continuous"):
         resolve_defaults(args := build_parser().parse_args(["--objective", "ppo"]), family, False, True)
         plain = build_parser().parse_args([])

@@ -74,11 +74,11 @@ def test_a_ppo_configuration_runs_main_py_with_the_atari_ppo_settings(tmp_path):
     from tools.bench import parse_config, training_argv
 
     assert parse_config("nature:8")["objective"] == "pg" and parse_config("nature:8:ppo")["objective"] == "ppo"
-    for entry, steps, tau, norm in (("nature:8:bf16:batched:ppo", 128, 0.95, "darkest"),
-                                     ("nature:8:impala:ppo", 20, None, "frame")):
+    for entry, steps, tau, lr, norm in (("nature:8:bf16:batched:ppo", 128, 0.95, 5e-4, "darkest"),
+                                         ("nature:8:impala:ppo", 20, None, 2.5e-4, "frame")):
         args = validate(training_argv("BreakoutNoFrameskip-v4", parse_config(entry), 2, str(tmp_path / entry)))[0]
         assert (args.objective, args.num_steps, args.tau, args.lr, args.eps, args.max_grad_norm, args.frame_norm) \
-            == ("ppo", steps, tau, 2.5e-4, 1e-5, 0.5, norm)
+            == ("ppo", steps, tau, lr, 1e-5, 0.5, norm)
 
 
 @pytest.mark.parametrize("entry, says", [("bogus:8", "the model 'bogus'"), ("nature:x", "environments per worker 'x'"),
