@@ -9,7 +9,8 @@ after the other, and how far each got in the training games against minutes and 
     python -m tools.versus --resume versus/breakout       # the runs not yet done (an interrupted one is redone)
     python -m tools.versus --resume versus/breakout --runs 5   # two more runs of each contestant
 
-Contestants (run in the order given, run 1 of each, then run 2 of each, ...):
+Contestants (run 1 of each in the order given, then run 2 of each in the reverse order, and so on, so that none
+always goes first):
   a3g, a3g:LABEL   ``main.py`` from this repository with ``--max-seconds``, the flags after ``--`` and, for a label,
                    ``--a3g-flags LABEL "FLAGS"``; its training games from the run's games.csv;
   rlzoo-ppo, rlzoo-a2c  RL Zoo (``python -m rl_zoo3.train``) with its published Atari hyperparameters, in a venv of
@@ -164,6 +165,13 @@ def ensure_peer(peers_dir: str, peer: str) -> str:
     subprocess.run([python, "-m", "pip", "install", "-q", *PEERS[peer]], check=True)
     atomic_write_text(marker, wanted)
     return python
+
+
+def run_order(contestants: Sequence[str], runs: int) -> list[tuple[int, str]]:
+    """``(run, contestant)`` in the order they play: odd runs in the order given, even runs reversed, so that no
+    contestant always goes first (a machine's speed drifts over hours)."""
+    return [(run, name) for run in range(1, runs + 1)
+            for name in (contestants if run % 2 else list(reversed(contestants)))]
 
 
 def command_for(args: argparse.Namespace, name: str, run: int, folder: str) -> list[str]:
@@ -406,10 +414,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = False
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        for run in range(1, args.runs + 1):
-            for name in args.contestants:
-                if (name, run) in done:
-                    continue
+        for run, name in run_order(args.contestants, args.runs):
+            if (name, run) not in done:
                 folder = f"{name.replace(':', '-')}-run{run}"
                 command = command_for(args, name, run, os.path.join(os.path.abspath(args.out), folder))
                 print(f"versus: {name} run {run} of {args.runs}, {args.seconds} s: {shlex.join(command)}", flush=True)

@@ -42,6 +42,13 @@ def record(out, runs):
         "runs": runs}))
 
 
+def test_the_order_alternates_run_by_run_so_that_no_contestant_always_goes_first():
+    assert versus.run_order(["a3g", "rlzoo-ppo", "sample-factory"], 3) == [
+        (1, "a3g"), (1, "rlzoo-ppo"), (1, "sample-factory"),
+        (2, "sample-factory"), (2, "rlzoo-ppo"), (2, "a3g"),
+        (3, "a3g"), (3, "rlzoo-ppo"), (3, "sample-factory")]
+
+
 def test_monitor_games_are_merged_in_the_order_they_ended_with_frames_summed_from_the_first_env_start(tmp_path):
     # env 0 starts at 1000 s, env 1 at 1001 s: env 1's game at t = 5 ended at 6 s, after env 0's at 4 s
     monitor_files(tmp_path, 1000.0, [[(1.0, 300, 4.0), (3.0, 500, 20.0)], [(2.0, 400, 5.0)]])
