@@ -230,7 +230,7 @@ def assert_bad_input(result, *words):
 
 
 def session_processes(sid):
-    """PIDs of live (non-zombie) processes in session ``sid``, from /proc."""
+    """(pid, state) of every process in session ``sid``, from /proc: zombies (state ``Z``) included."""
     pids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -244,6 +244,12 @@ def session_processes(sid):
         if session == sid:
             pids.append((int(name), state))
     return pids
+
+
+def live_processes(sid):
+    """PIDs of the processes of session ``sid`` that have not exited. A zombie has: it holds no memory, file or GPU,
+    and one whose parent exited first is the init process's to reap, which some containers' init does late."""
+    return [pid for pid, state in session_processes(sid) if state != "Z"]
 
 
 def as_a_terminal_job():

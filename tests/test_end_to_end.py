@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from conftest import ROOT, as_a_terminal_job, out_dirs, read_json, run_main, session_processes, wait_for
+from conftest import ROOT, as_a_terminal_job, live_processes, out_dirs, read_json, run_main, wait_for
 from core.schedule import entropy_coef, learning_rate
 
 
@@ -149,7 +149,7 @@ def test_signal_stops_everything_and_saves(tmp_path, sig, code, when):
     summary = read_json(tmp_path / "run" / "summary.json")
     assert summary["stop_reason"] == "interrupted"
     assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["kind"] == "checkpoint"
-    wait_for(lambda: session_processes(proc.pid) == [], 15)  # no process left behind
+    wait_for(lambda: live_processes(proc.pid) == [], 15)  # no process left behind
     assert not list((tmp_path / "run").glob("*.tmp*")), "a temporary checkpoint was left behind"
 
 
@@ -178,4 +178,4 @@ def test_a_console_reader_that_goes_away_neither_crashes_a_process_nor_the_stop(
     assert proc.returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "restarting" not in stderr, stderr[-2000:]
     assert read_json(tmp_path / "run" / "summary.json")["stop_reason"] == "interrupted"
-    assert session_processes(proc.pid) == [], "processes left behind"
+    assert live_processes(proc.pid) == [], "processes left behind"

@@ -17,11 +17,11 @@ from conftest import (
     child_pids,
     command,
     evaluator_games,
+    live_processes,
     main_in_process,
     out_dirs,
     read_json,
     run_main,
-    session_processes,
     start_run,
     stop_run,
     wait_for,
@@ -145,7 +145,7 @@ def test_supervisor_killed_with_sigkill_leaves_no_live_child(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     # every child notices its parent is gone (zombies, which hold no memory or GPU, are the init process's to reap)
-    wait_for(lambda: all(state == "Z" for _, state in session_processes(proc.pid)), 15)
+    wait_for(lambda: live_processes(proc.pid) == [], 15)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -266,7 +266,7 @@ def test_a_soak_stopped_with_sigterm_stops_its_run_first(tmp_path):
         if soak.poll() is None:
             os.killpg(soak.pid, signal.SIGKILL)
     assert soak.returncode == 130 and "stopped before its end" in err, err
-    assert session_processes(soak.pid) == []  # main.py and its children are gone with it
+    assert live_processes(soak.pid) == []  # main.py and its children are gone with it
     assert list(temp.glob("a3g-soak-*/run/summary.json"))  # the run stopped as a stopped run does: saved
 
 
