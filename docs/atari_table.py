@@ -368,12 +368,14 @@ def figure(games: list[dict], path: str) -> None:
 
 INTRO = """# Atari: the seven games rl_a3c_pytorch shipped
 
-How A3G learns the seven Atari games of rl_a3c_pytorch with its defaults and no other flag, each game to 20M frames
-on a 2-core CPU, so with 2 workers, the count the defaults pick for A3G on Atari on any machine
-([why 2]({log}#how-many-workers)):
+How A3G learns the seven Atari games of rl_a3c_pytorch with the defaults of its commits and no other flag, each game
+to 20M frames on a 2-core CPU, so with 2 workers, the count the defaults pick for A3G on Atari on any machine
+([why 2]({log}#how-many-workers)). Their objective was `pg`, A3C's policy gradient, auto's pick then; where auto
+picks PPO today, `--objective pg` gives it:
 
 ```
-python -m tools.sweep --runs 3 --frames 20000000 --final-eval 10 --out sweeps/atari/<Game> -- --env <Game>NoFrameskip-v4
+python -m tools.sweep --runs 3 --frames 20000000 --final-eval 10 --out sweeps/atari/<Game> -- --env <Game>NoFrameskip-v4 \\
+    --objective pg
 ```
 
 `python docs/atari_table.py` rebuilds this page and its figure from the committed runs, linked below each table.

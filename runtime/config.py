@@ -209,7 +209,8 @@ def build_parser(suppress_defaults: bool = False) -> OneLineParser:
     add("--objective", default=AUTO, choices=[AUTO, *OBJECTIVES],
         help="the policy loss: pg (A3C's policy gradient, IMPALA's V-trace one; each sample gives one gradient) or "
              "ppo (PPO's clipped surrogate on the ratio of the current policy to the one that acted, each batch "
-             "reused for --ppo-epochs epochs of --minibatches minibatches); auto: pg")
+             "reused for --ppo-epochs epochs of --minibatches minibatches); auto: ppo for A3G with the nature "
+             "network on Atari on a CPU-only machine, pg elsewhere")
     add("--ppo-epochs", type=int, default=4, help="ppo: passes over each batch (CleanRL's --update-epochs)")
     add("--minibatches", type=int, default=4,
         help="ppo: minibatches each pass splits the batch into, one update each (CleanRL's --num-minibatches): "
@@ -574,7 +575,7 @@ def check_ppo(args: argparse.Namespace) -> None:
         if (steps * args.envs_per_worker) % args.minibatches:
             raise BadInput(f"a rollout of {steps} steps x {args.envs_per_worker} envs does not split into "
                            f"--minibatches {args.minibatches} equal ones: give a --minibatches that divides "
-                           f"{steps * args.envs_per_worker}")
+                           f"{steps * args.envs_per_worker}, or --objective pg")
 
 
 def check_args(args: argparse.Namespace) -> None:

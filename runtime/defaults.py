@@ -21,6 +21,9 @@ The table of what each family gets on each kind of machine is docs/reference/def
 - ``--lr-decay``: for A3G on Atari the rate falls linearly to 0 by ``--max-frames``, from 10M frames but over at
   least the budget's last tenth and at most its last half (measured on Breakout and SpaceInvaders at 10M and 20M
   frames; spans between and beyond are the rule's); constant without ``--max-frames`` and elsewhere.
+- ``--objective``: ``ppo`` for A3G with the Nature network on Atari on a CPU-only machine (Breakout's and
+  SpaceInvaders' scores sooner in wall-clock, Pong's +18 as soon); ``pg`` wherever PPO was not measured against it:
+  IMPALA, the recurrent networks, GPUs and the other families.
 - ``--objective ppo`` on Atari: CleanRL's and RL Zoo's PPO settings (``PPO_ATARI``), and A3G's frames divided by
   255 less each frame's darkest value: divided by 255 alone, they learned Breakout where per-frame standardisation
   idled, and Pong only with its grey background made black; without it, the values in ``QUIET``.
@@ -85,7 +88,8 @@ def resolve_defaults(args: argparse.Namespace, family: str, on_gpu: bool,
             setattr(args, name, value)
             picked.append(("--" + name.replace("_", "-"), value))
 
-    pick("objective", "pg")
+    measured_ppo = family == "atari" and args.algo == "a3g" and not on_gpu and args.model in (AUTO, "nature")
+    pick("objective", "ppo" if measured_ppo else "pg")
     # CleanRL's and RL Zoo's PPO recipe (Adam's eps only: RMSprop keeps its own)
     recipe = PPO_ATARI[args.algo] if family == "atari" and args.objective == "ppo" else {}
     if args.optimizer != "Adam":

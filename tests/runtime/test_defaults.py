@@ -46,7 +46,8 @@ def auto_args(**given):
                                  "reward_clipping": "none", "max_grad_norm": 0.0}),
 ])
 def test_family_and_machine_defaults(family, gpu, bf16, expected):
-    args = auto_args()
+    """With --objective pg: the values every family gets, without PPO's recipe."""
+    args = auto_args(objective="pg")
     description, picked = resolve_defaults(args, family, gpu, bf16)
     for key, value in expected.items():
         assert getattr(args, key) == value, key
@@ -54,9 +55,34 @@ def test_family_and_machine_defaults(family, gpu, bf16, expected):
     assert args.eps == 1e-3
     names = {"atari": "Atari", "classic": "classic control", "retro": "retro games",
              "continuous": "continuous control"}
-    assert len(picked) == 12 and names[family] in description
-    assert (args.objective, args.normalize_advantages, args.value_clip) == ("pg", False, None)  # not listed
+    assert len(picked) == 11 and names[family] in description
+    assert (args.normalize_advantages, args.value_clip) == (False, None)  # not listed
     assert args.obs_norm is (family == "continuous")
+
+
+@pytest.mark.parametrize("family, gpu, given, objective", [
+    ("atari", False, {}, "ppo"),
+    ("atari", False, {"model": "nature"}, "ppo"),
+    ("atari", True, {}, "pg"),
+    ("atari", False, {"algo": "impala"}, "pg"),
+    ("atari", False, {"model": "a3clstm"}, "pg"),
+    ("atari", False, {"model": "resnet"}, "pg"),
+    ("retro", False, {}, "pg"),
+    ("classic", False, {}, "pg"),
+    ("continuous", False, {}, "pg"),
+])
+def test_auto_picks_ppo_where_it_was_measured_to_learn_faster_and_pg_elsewhere(family, gpu, given, objective):
+    """PPO for A3G with the Nature network on Atari on a CPU; with it, its recipe and the per-minibatch
+    normalisation; everything else as with pg."""
+    args = auto_args(**given)
+    _, picked = resolve_defaults(args, family, gpu, native_bf16=False)
+    assert args.objective == objective and ("--objective", objective) in picked
+    if objective == "ppo":
+        assert (args.num_steps, args.tau, args.lr, args.eps, args.max_grad_norm, args.frame_norm) \
+            == (128, 0.95, 5e-4, 1e-5, 0.5, "darkest")
+        assert (args.normalize_advantages, args.value_clip) == (True, 0.1)
+    else:
+        assert (args.normalize_advantages, args.value_clip, args.num_steps) == (False, None, 20)
 
 
 def test_ppo_normalises_advantages_per_minibatch_and_clips_values_by_the_clip_coefficient():
@@ -245,7 +271,8 @@ def test_an_atari_pg_run_resumed_with_ppo_gets_the_ppo_settings_but_keeps_its_fr
     from runtime.config import validate
     from runtime.run_state import RunState
 
-    args, settings, meta, _, _ = validate(["--env", "BreakoutNoFrameskip-v4", *map(str, out_dirs(tmp_path))])
+    args, settings, meta, _, _ = validate(["--env", "BreakoutNoFrameskip-v4", "--objective", "pg",
+                                           *map(str, out_dirs(tmp_path))])
     assert (args.num_steps, args.tau, args.lr, args.frame_norm) == (20, 1.0, 3e-4, "frame")
     (tmp_path / "run").mkdir(exist_ok=True)
     torch.save(checkpoint_payload(settings.as_dict(), meta, build_model(meta), None,

@@ -47,12 +47,18 @@ FAMILIES = {"Atari": "atari", "classic control": "classic", "retro games": "retr
 
 @pytest.mark.parametrize("row", table(DEFAULTS_PAGE, "family / machine"))
 def test_the_defaults_table_is_what_resolve_defaults_picks(row):
-    label, *cells = row
+    """The objective auto picks for each algorithm, and the rest as with pg (PPO's own rows: the next test)."""
+    label, objective, *cells = row
     family = next(code for name, code in FAMILIES.items() if label.startswith(name))
     on_gpu = "GPU" in label
-    args = build_parser().parse_args([])
+    expected = {"`ppo` (A3G, `nature`), else `pg`": {"a3g": "ppo", "impala": "pg"},
+                "`pg`": {"a3g": "pg", "impala": "pg"}}[objective]
+    for algo, picked in expected.items():
+        resolve_defaults(args := build_parser().parse_args(["--algo", algo]), family, on_gpu, True)
+        assert args.objective == picked, algo
     for native_bf16 in (True, False):
-        resolve_defaults(args := build_parser().parse_args(["--max-frames", "1000"]), family, on_gpu, native_bf16)
+        resolve_defaults(args := build_parser().parse_args(["--max-frames", "1000", "--objective", "pg"]), family,
+                         on_gpu, native_bf16)
         workers, model, envs, lr, bf16, hidden, value_coef, max_grad_norm, lr_decay = (c.strip("`") for c in cells)
         cores = usable_cores()
         assert args.workers == {"cores": cores, "cores, at most 2 (A3G)": min(cores, 2)}[workers]
@@ -66,7 +72,8 @@ def test_the_defaults_table_is_what_resolve_defaults_picks(row):
         falls = lr_decay != "none"
         assert lr_decay in ("none", "from 10M frames, within the last tenth to half of `--max-frames` (A3G)")
         assert args.lr_decay == ([900, 1000] if falls else None)  # the last tenth of a budget under 11.1M frames
-        resolve_defaults(args := build_parser().parse_args(["--max-frames", "20000000"]), family, on_gpu, native_bf16)
+        resolve_defaults(args := build_parser().parse_args(["--max-frames", "20000000", "--objective", "pg"]), family,
+                         on_gpu, native_bf16)
         assert args.lr_decay == ([10_000_000, 20_000_000] if falls else None)
 
 
