@@ -471,8 +471,8 @@ def test_a_run_saved_by_a_checkout_since_removed_resumes_with_this_ones_crops(ca
 
 def test_a_pong_run_saved_before_frames_stayed_bytes_resumes_and_loads_the_running_way(cartpole_run, tmp_path):
     """A checkpoint from before --frame-norm (no entry in its args, env or network) trained on frames normalised
-    the running way: resumed, it keeps that; loaded into a fresh run of today's default (frame), it is refused in
-    one line that names the flag, and taken with --frame-norm running."""
+    the running way: resumed, it keeps that; loaded into a fresh run of today's default (darkest, PPO's on Atari), it
+    is refused in one line that names the flag, and taken with --frame-norm running."""
     from runtime import config
     from runtime.checkpoints import check_compatible
 
@@ -493,8 +493,8 @@ def test_a_pong_run_saved_before_frames_stayed_bytes_resumes_and_loads_the_runni
     args, settings, meta = config.validate([*fresh, "--frame-norm", "running", "--run-dir", str(tmp_path / "r3")])[:3]
     assert settings.frame_norm == "running" and "obs_dtype" not in meta
     today = config.validate(["--env", "PongNoFrameskip-v4", "--run-dir", str(tmp_path / "r4")])
-    assert today[1].frame_norm == today[2]["frame_norm"] == "frame" and today[2]["obs_dtype"] == "uint8"
-    with pytest.raises(BadInput, match="give --frame-norm frame"):  # and the other way round
+    assert today[1].frame_norm == today[2]["frame_norm"] == "darkest" and today[2]["obs_dtype"] == "uint8"
+    with pytest.raises(BadInput, match="give --frame-norm darkest"):  # and the other way round
         check_compatible({"env": today[1].as_dict(), "model_meta": today[2]}, "new.pt", "PongNoFrameskip-v4", meta)
 
 
