@@ -281,10 +281,9 @@ def no_run_outlives_its_test():
     yield
     while STARTED:
         proc = STARTED.pop()
-        for pid, state in session_processes(proc.pid):
-            if state != "Z":
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        for pid in live_processes(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=30)
 

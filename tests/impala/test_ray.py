@@ -17,11 +17,11 @@ import torch
 from conftest import (
     child_pids,
     evaluator_games,
+    live_processes,
     main_in_process,
     out_dirs,
     read_json,
     run_main,
-    session_processes,
     start_run,
     stop_run,
     training_games,
@@ -51,14 +51,13 @@ def actor_placements(tmp_path, env="CartPole-v1"):
 def session_commands(session):
     """(pid, command line) of a session's live processes (a run started with start_new_session: its pid)."""
     found = []
-    for pid, state in session_processes(session):
+    for pid in live_processes(session):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 command = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:  # gone meanwhile
             continue
-        if state != "Z":
-            found.append((pid, command))
+        found.append((pid, command))
     return found
 
 
