@@ -1,12 +1,13 @@
-"""The seven Atari games' results page and figure, rebuilt from the committed runs.
+"""The seven Atari games' results page and figures, rebuilt from the committed runs.
 
-    python docs/atari_table.py     # reads docs/atari_runs/, writes docs/results/atari.md and docs/atari_runs.png
-    python docs/atari_table.py FOLDER PAGE [PROBES [VARIANTS]]  # another folder of runs, another page (and probes,
-                                                                # and runs with flags beyond the defaults)
+    python docs/atari_table.py     # reads docs/atari_ppo_runs/ (today's defaults: PPO on a CPU) and docs/atari_runs/
+                                   # (--objective pg), writes docs/results/atari.md and a figure per folder
+    python docs/atari_table.py FOLDER PAGE [PROBES [VARIANTS [PG]]]  # other folders of runs, another page (and
+                                   # probes, runs with flags beyond pg's defaults, and pg's runs)
 
-A PAGE that exists is replaced only if this script wrote it (its first line); page and figure are written whole. The
-figure is FOLDER's name with ``.png`` (docs/atari_runs/ -> docs/atari_runs.png), linked from the page by a relative
-path.
+A PAGE that exists is replaced only if this script wrote it (its first line); page and figures are written whole. A
+figure is its folder's name with ``.png`` (docs/atari_runs/ -> docs/atari_runs.png), linked from the page by a
+relative path. A PG folder that holds none of the seven games leaves its section out.
 
 FOLDER/<Game>/ is one game's ``tools.sweep`` output (run1, run2, ... each with args.json, summary.json and
 progress.csv; sweep.json with the commands, the machine, the commit and an optional ``note``). For each of
@@ -16,11 +17,13 @@ the mean of the last 100 training games at or before 10M and 20M frames (``games
 as RL Zoo evaluates); the median wall-clock and frames/s; the human-normalised score of both medians at 20M frames,
 ``(score - random) / (human - random)`` with Mnih et al. (2015)'s random and human scores; and RL Zoo's A2C and PPO
 scores (10M agent steps = 40M frames, their ``benchmark.md``), with both medians also taken over the same games only.
-A game without runs has a row that says so. Runs that add a flag to the defaults (docs/atari_variants/<name>/, the
-game and flags from the sweep's ``main_flags``) get rows of their own in a section below, with the seven-game medians
-as they would be with each in place of its game's defaults row. Below each table a short footnote gives each row's
-runs, code (short hashes, with the commits' dates where this checkout's git knows them), machine (CPU and cores) and
-a link to its folder; the full commands, machine and notes stay in each folder's sweep.json.
+A game without runs has a row that says so. FOLDER's runs (today's defaults) make the first table, PG's
+(``--objective pg``, the defaults before PPO) the second, and a line compares the two tables' medians over the games
+both have at 20M frames. Runs that add a flag to pg's defaults (docs/atari_variants/<name>/, the game and flags from
+the sweep's ``main_flags``) get rows of their own in a section below, with the seven-game medians as they would be
+with each in place of its game's row of pg's table. Below each table a short footnote gives each row's runs, code
+(short hashes, with the commits' dates where this checkout's git knows them), machine (CPU and cores) and a link to
+its folder; the full commands, machine and notes stay in each folder's sweep.json.
 """
 
 import functools
@@ -194,6 +197,25 @@ def like_for_like(games: list[dict]) -> str:
             f"{'; '.join(parts)} at 20M frames against RL Zoo's A2C's **{theirs:.2f}** at 40M frames.\n")
 
 
+def against(ppo: list[dict], pg: list[dict]) -> str:
+    """The two tables' medians over the games both have at 20M frames (a game in one table only would make the
+    medians compare sets of games as much as objectives); empty when no game has both."""
+    by_game = {g["game"]: g for g in pg}
+    parts = []
+    for kind, name in (("at", "the evaluator's"), ("training", "the training games'")):
+        common = [g["game"] for g in ppo if g[kind][BUDGETS[1]][0] is not None
+                  and by_game.get(g["game"], {}).get(kind, {}).get(BUDGETS[1], (None,))[0] is not None]
+        if common:
+            ours, theirs = ([normalised(game, table[game][kind][BUDGETS[1]][0]) for game in common]
+                            for table in ({g["game"]: g for g in ppo}, by_game))
+            parts.append(f"{name} **{statistics.median(ours):.2f}** against **{statistics.median(theirs):.2f}** "
+                         f"({', '.join(common)})")
+    if not parts:
+        return ""
+    return ("PPO against pg, the median human-normalised score at 20M frames over the games both tables have there: "
+            + "; ".join(parts) + ".\n\n")
+
+
 PROBE_BUDGETS = (500_000, 1_000_000, 1_500_000, 2_000_000)
 
 PROBES = """## Probes: 2M frames of each game
@@ -246,19 +268,19 @@ def probe_table(folder: str, page_dir: str) -> str:
 
 VARIANTS = """## Beyond the defaults: a game with a flag added
 
-The same columns for runs that add flags to the defaults: levers probed on one game and taken to 20M frames, and the
-defaults' earlier runs of the games re-run since, with the flags today's defaults need to repeat them (`--lr-decay
-none`: a constant rate; `--lr-decay 18000000 20000000`: the fall over the last tenth, the default before the fall
-from 10M frames). The table above counts none of them; below this table, the seven-game medians with each row in
-place of its game's defaults row. Their history: [the learning rate's fall]({fall}), [Breakout]({log}#breakout),
-[SpaceInvaders]({si}).
+The same columns for runs of A3C's policy gradient (`--objective pg`) that add flags to its defaults: levers probed
+on one game and taken to 20M frames, and earlier runs of the games re-run since, with the flags pg's defaults need to
+repeat them (`--lr-decay none`: a constant rate; `--lr-decay 18000000 20000000`: the fall over the last tenth, the
+default before the fall from 10M frames). The tables above count none of them; below this table, the seven-game
+medians with each row in place of its game's row of pg's table. Their history: [the learning rate's fall]({fall}),
+[Breakout]({log}#breakout), [SpaceInvaders]({si}).
 
 """
 
 
 def variant_section(games: list[dict], variants: list[dict], page_dir: str) -> str:
-    """The rows of runs with flags beyond the defaults, and the seven-game medians with each in place of its game's
-    defaults row; empty without such runs."""
+    """The rows of runs with flags beyond pg's defaults, and the seven-game medians with each in place of its game's
+    row of ``games`` (pg's table; no medians without one); empty without such runs."""
     if not variants:
         return ""
     lines = [rows(variants), ""]
@@ -266,7 +288,7 @@ def variant_section(games: list[dict], variants: list[dict], page_dir: str) -> s
         swapped = [variant if g["game"] == variant["game"] else g for g in games]
         parts = medians(swapped)
         if parts:
-            lines.append(f"- With {label(variant)} in place of the defaults' {variant['game']} row, the median "
+            lines.append(f"- With {label(variant)} in place of pg's {variant['game']} row, the median "
                          f"human-normalised score at 20M frames: {parts}.")
     intro = VARIANTS.format(log=log_link(page_dir), fall=log_link(page_dir, "atari-lr-fall.md"),
                             si=log_link(page_dir, "atari-spaceinvaders.md"))
@@ -344,6 +366,12 @@ def figure(games: list[dict], path: str) -> None:
 
     fig, axes = plt.subplots(2, 4, figsize=(16, 7))
     for ax, g in zip(axes.flat, games):
+        ax.set_title(g["game"])
+        if not any(r["curve"] for r in g["runs"]):
+            ax.text(0.5, 0.5, "not run yet", ha="center", va="center", transform=ax.transAxes, color="gray")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            continue
         for run in (r for r in g["runs"] if r["curve"]):
             line, = ax.plot(run["curve"]["frames"], run["curve"]["mean_return"], label=f"seed {run['seed']}")
             training = run["training_curve"]
@@ -352,7 +380,6 @@ def figure(games: list[dict], path: str) -> None:
                         linewidth=1, label=f"seed {run['seed']}: training games")
         random, _ = REFERENCE[g["game"]]
         ax.axhline(random, color="gray", linestyle=":", linewidth=1, label="random")
-        ax.set_title(g["game"])
         ax.xaxis.set_major_formatter(EngFormatter())
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="x-small")
@@ -368,23 +395,31 @@ def figure(games: list[dict], path: str) -> None:
 
 INTRO = """# Atari: the seven games rl_a3c_pytorch shipped
 
-How A3G learns the seven Atari games of rl_a3c_pytorch with the defaults of its commits and no other flag, each game
-to 20M frames on a 2-core CPU, so with 2 workers, the count the defaults pick for A3G on Atari on any machine
-([why 2]({log}#how-many-workers)). Their objective was `pg`, A3C's policy gradient, auto's pick then; where auto
-picks PPO today, `--objective pg` gives it:
+How A3G learns the seven Atari games of rl_a3c_pytorch with the defaults and no other flag, each game to 20M frames
+on a 2-core CPU, so with 2 workers, the count the defaults pick for A3G on Atari on any machine
+([why 2]({log}#how-many-workers)). On a CPU the defaults' objective is PPO's clipped surrogate with sample reuse
+([why]({ppo}#the-default-objective-on-atari-ppo-against-pg)); the second table is A3C's policy gradient, the defaults
+before PPO, which `--objective pg` gives:
 
 ```
-python -m tools.sweep --runs 3 --frames 20000000 --final-eval 10 --out sweeps/atari/<Game> -- --env <Game>NoFrameskip-v4 \\
+python -m tools.sweep --runs 3 --frames 20000000 --final-eval 10 --out sweeps/atari/<Game> -- --env <Game>NoFrameskip-v4
+python -m tools.sweep --runs 3 --frames 20000000 --final-eval 10 --out sweeps/atari-pg/<Game> -- --env <Game>NoFrameskip-v4 \\
     --objective pg
 ```
 
-`python docs/atari_table.py` rebuilds this page and its figure from the committed runs, linked below each table.
-Why each game ends where it does (entropy, value loss, game lengths) is in the experiment log:
+`python docs/atari_table.py` rebuilds this page and its figures from the committed runs, linked below each table.
+Why each game ends where it does with pg (entropy, value loss, game lengths) is in the experiment log:
 [Breakout]({log}#breakout), [SpaceInvaders]({si}),
 [Asteroids, MsPacman, Pong and Seaquest]({log}#asteroids-mspacman-pong-seaquest) (Seaquest's sub never surfaces for
 air), and [the learning rate's fall]({fall}).
 
-## The defaults to 20M frames
+## The defaults to 20M frames: PPO
+
+"""
+
+PG = """## A3C's policy gradient to 20M frames: `--objective pg`
+
+The same games with the defaults of their commits, whose objective was `pg`, auto's pick then.
 
 """
 
@@ -410,13 +445,29 @@ COLUMNS = """## What the columns mean
 """
 
 
+def holds_games(folder: str) -> bool:
+    return any(os.path.isdir(os.path.join(folder, game)) for game in GAMES)
+
+
+def figure_path(folder: str) -> str:
+    """A folder of runs' figure: docs/atari_runs/ -> docs/atari_runs.png."""
+    return os.path.normpath(folder) + ".png"
+
+
+def section(games: list[dict], folder: str, page_dir: str, caption: str) -> str:
+    """A table of the seven games, its medians, its figure and its footnote."""
+    shown = os.path.relpath(os.path.abspath(figure_path(folder)), page_dir).replace(os.sep, "/")
+    return (table(games) + "\n" + f"![Every run of the seven games, {caption}]({shown})\n\n"
+            + footnote(games, page_dir) + "\n")
+
+
 def refusal(argv: list[str], folder: str, page: str) -> str | None:
     """Why the command line cannot make the page (None: it can): a flag, a FOLDER holding none of the seven games,
     a PAGE that is some other file (the page is rewritten whole: only one this script wrote is replaced)."""
     flags = [a for a in argv if a.startswith("-")]
     if flags:
-        return f"{flags[0]}: no such flag (usage: python docs/atari_table.py [FOLDER PAGE [PROBES [VARIANTS]]])"
-    if not any(os.path.isdir(os.path.join(folder, game)) for game in GAMES):
+        return f"{flags[0]}: no such flag (usage: python docs/atari_table.py [FOLDER PAGE [PROBES [VARIANTS [PG]]]])"
+    if not holds_games(folder):
         return f"{folder} holds none of the seven games' folders ({', '.join(GAMES)}): not a folder of runs"
     if os.path.exists(page):
         try:
@@ -433,28 +484,32 @@ def main(argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
         print(__doc__)
         return 0
-    folder = argv[0] if argv else os.path.join(HERE, "atari_runs")
+    folder = argv[0] if argv else os.path.join(HERE, "atari_ppo_runs")
     page = argv[1] if len(argv) > 1 else os.path.join(HERE, "results", "atari.md")
     problem = refusal(argv, folder, page)
     if problem:
         print(f"atari_table.py: error: {problem}", file=sys.stderr)
         return 2
-    png = os.path.normpath(folder) + ".png"  # docs/atari_runs/ -> docs/atari_runs.png
     probes = argv[2] if len(argv) > 2 else os.path.join(HERE, "atari_probes")
     beyond = argv[3] if len(argv) > 3 else os.path.join(HERE, "atari_variants")
-    games = [load_game(os.path.join(folder, game), game) for game in GAMES]
-    variants = load_variants(beyond)
+    pg_folder = argv[4] if len(argv) > 4 else os.path.join(HERE, "atari_runs")
     page_dir = os.path.dirname(os.path.abspath(page))
     links = {"log": log_link(page_dir), "fall": log_link(page_dir, "atari-lr-fall.md"),
-             "si": log_link(page_dir, "atari-spaceinvaders.md")}
-    shown = os.path.relpath(os.path.abspath(png), page_dir).replace(os.sep, "/")
-    text = (INTRO.format(**links) + table(games) + "\n" + f"![Every run of the seven games]({shown})\n\n"
-            + footnote(games, page_dir) + "\n" + COLUMNS.format(**links)
-            + variant_section(games, variants, page_dir) + probe_table(probes, page_dir))
-    figure(games, png)
+             "si": log_link(page_dir, "atari-spaceinvaders.md"),
+             "ppo": os.path.relpath(os.path.join(HERE, "results", "ppo.md"), page_dir).replace(os.sep, "/")}
+    ppo = [load_game(os.path.join(folder, game), game) for game in GAMES]
+    pg = [load_game(os.path.join(pg_folder, game), game) for game in GAMES] if holds_games(pg_folder) else None
+    text = INTRO.format(**links) + section(ppo, folder, page_dir, "the defaults (PPO)")
+    if pg:
+        text += against(ppo, pg) + PG + section(pg, pg_folder, page_dir, "`--objective pg`")
+    text += (COLUMNS.format(**links) + variant_section(pg or [], load_variants(beyond), page_dir)
+             + probe_table(probes, page_dir))
+    figures = [figure_path(runs) for runs in (folder, pg_folder if pg else None) if runs]
+    for games, png in zip((ppo, pg), figures):
+        figure(games, png)
     atomic_write_text(page, text)
     print(text)
-    print(json.dumps({"page": page, "figure": png}))
+    print(json.dumps({"page": page, "figures": figures}))
     return 0
 
 

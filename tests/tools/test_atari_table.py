@@ -77,10 +77,10 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
     crafted_run(probes / "Breakout" / "run1", [(4e5, 1.0), (9e5, 3.0), (2 * M, 12.0)], 1)
     (probes / "Breakout" / "sweep.json").write_text(json.dumps({"commit": "def4567890", "runs": [
         {"run": "run1", "best_mean_return": 12.5, "min_entropy": 1.37}]}))
-    # an empty folder of variants: the project's own (docs/atari_variants/) must not reach a table of crafted runs
-    assert atari_table.main([str(runs), str(page), str(probes), str(tmp_path / "no_variants")]) == 0
+    none = str(tmp_path / "none")  # no variants, no pg: the project's own folders must not reach crafted tables
+    assert atari_table.main([str(runs), str(page), str(probes), none, none]) == 0
     text = page.read_text()
-    assert "## Beyond the defaults" not in text
+    assert "## Beyond" not in text and "## A3C's policy gradient" not in text and "PPO against pg" not in text
     results, probed = text.split("## Probes")
     rows = table_rows(results)
     probe_rows = table_rows(probed)
@@ -108,7 +108,7 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
     assert "- Pong: 1 run; code: see sweep.json; machine: see sweep.json; [atari_runs/Pong/](atari_runs/Pong/)" in text
     assert "--out x" not in text and "BipedalWalker" not in text and str(tmp_path) not in text
     assert max(len(line) for line in text.splitlines()) <= 1000
-    assert "![Every run of the seven games](atari_runs.png)" in text
+    assert "![Every run of the seven games, the defaults (PPO)](atari_runs.png)" in text
     ours = sorted([(290.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
     assert f"evaluator's **{(ours[0] + ours[1]) / 2:.2f}** over 2 game(s)" in text
     assert f"training games' **{(90.25 - 1.7) / (31.8 - 1.7):.2f}** over 1 game(s)" in text
@@ -118,6 +118,34 @@ def test_the_table_from_crafted_runs(runs, tmp_path):
             f"**{(ours[0] + ours[1]) / 2:.2f}** at 20M frames against RL Zoo's A2C's **{(zoo[0] + zoo[1]) / 2:.2f}**"
             in text)
     assert (tmp_path / "atari_runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_defaults_table_then_pgs_and_their_medians_side_by_side(runs, tmp_path):
+    """Today's defaults (PPO) first, pg's runs in a section of their own, and the two medians over the games both
+    have at 20M frames: a game in one table only does not reach the comparison."""
+    ppo = tmp_path / "atari_ppo_runs"
+    crafted_run(ppo / "Breakout" / "run1", [(10 * M, 150), (20 * M, 380)], 1, [10 * M, 20 * M])
+    crafted_games(ppo / "Breakout" / "run1", lambda k: 300)
+    crafted_run(ppo / "Seaquest" / "run1", [(20 * M, 2000)], 1)  # pg has no Seaquest: left out of the comparison
+    page = tmp_path / "results" / "atari.md"
+    page.parent.mkdir()
+    none = str(tmp_path / "none")
+    assert atari_table.main([str(ppo), str(page), none, none, str(runs)]) == 0
+    text = page.read_text()
+    ours, theirs = text.split("## A3C's policy gradient to 20M frames: `--objective pg`")
+    assert table_rows(ours)["Breakout"][4] == "380.0" and table_rows(ours)["Breakout"][6] == "300.0"
+    assert table_rows(theirs.split("## What the columns")[0])["Breakout"][4] == "290.0 / 280.0"
+    breakout = [(380.0 - 1.7) / (31.8 - 1.7), (290.0 - 1.7) / (31.8 - 1.7)]
+    training = [(300.0 - 1.7) / (31.8 - 1.7), (90.25 - 1.7) / (31.8 - 1.7)]
+    assert (f"PPO against pg, the median human-normalised score at 20M frames over the games both tables have there: "
+            f"the evaluator's **{breakout[0]:.2f}** against **{breakout[1]:.2f}** (Breakout); the training games' "
+            f"**{training[0]:.2f}** against **{training[1]:.2f}** (Breakout).") in ours
+    assert "![Every run of the seven games, the defaults (PPO)](../atari_ppo_runs.png)" in ours
+    assert "![Every run of the seven games, `--objective pg`](../atari_runs.png)" in theirs
+    assert "[atari_ppo_runs/Breakout/](../atari_ppo_runs/Breakout/)" in ours
+    assert "[atari_runs/Breakout/](../atari_runs/Breakout/)" in theirs
+    for png in ("atari_ppo_runs.png", "atari_runs.png"):
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_resumed_runs_training_games_are_read_from_its_branch(tmp_path):
@@ -151,15 +179,18 @@ def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
     (variants / "Breakout_old" / "sweep.json").write_text(json.dumps({  # the defaults before they changed
         "main_flags": ["--env", "BreakoutNoFrameskip-v4"], "flags_now": "--lr-decay none", "runs": []}))
     (variants / "notes").mkdir()  # a folder that is not a sweep of a game: left out
-    assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(variants)]) == 0
+    ppo = tmp_path / "atari_ppo_runs"
+    crafted_run(ppo / "Pong" / "run1", [(10 * M, 19.0), (20 * M, 21.0)], 1)
+    # the variants are of pg's defaults: pg's table (the crafted runs) is the one they stand in
+    assert atari_table.main([str(ppo), str(page), str(tmp_path / "none"), str(variants), str(runs)]) == 0
     text = page.read_text()
-    main_table, beyond = text.split("## Beyond the defaults")
-    assert "--num-steps" not in main_table  # the defaults' table counts no variant
+    tables, beyond = text.split("## Beyond")
+    assert "--num-steps" not in tables  # neither table counts a variant
     variant = table_rows(beyond.split("## Probes")[0])["Breakout, `--num-steps 5`"]
     assert variant[2] == "falls to 0 from 18M to 20M frames"  # one schedule, said once
     assert variant[1] == "2" and variant[3] == "150.0 / 100.0" and variant[4] == "375.0 / 350.0"
     swapped = sorted([(375.0 - 1.7) / (31.8 - 1.7), (20.5 + 20.7) / (9.3 + 20.7)])
-    assert (f"With Breakout, `--num-steps 5` in place of the defaults' Breakout row, the median human-normalised "
+    assert (f"With Breakout, `--num-steps 5` in place of pg's Breakout row, the median human-normalised "
             f"score at 20M frames: the evaluator's **{(swapped[0] + swapped[1]) / 2:.2f}** over 2 game(s)") in beyond
     assert ("- Breakout, `--num-steps 5`: 2 runs; code `fed9876`; machine: see sweep.json; "
             "[atari_variants/Breakout_ns5/](atari_variants/Breakout_ns5/)") in beyond
@@ -168,8 +199,8 @@ def test_runs_with_a_flag_added_get_rows_of_their_own(runs, tmp_path):
 
 def test_no_section_without_runs_beyond_the_defaults(runs, tmp_path):
     page = tmp_path / "atari.md"
-    assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none")]) == 0
-    assert "## Beyond the defaults" not in page.read_text()
+    assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none"), str(runs)]) == 0
+    assert "## Beyond" not in page.read_text()
 
 
 def test_a_command_line_it_cannot_use_writes_nothing(runs, tmp_path, capsys):
@@ -183,8 +214,9 @@ def test_a_command_line_it_cannot_use_writes_nothing(runs, tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("atari_table.py: error: ") and len(err.strip().splitlines()) == 1, err
     assert mine.read_text() == "# my notes\n" and not page.exists() and not (tmp_path / "atari_runs.png").exists()
-    assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none")]) == 0
-    assert atari_table.main([str(runs), str(page), str(tmp_path / "none"), str(tmp_path / "none")]) == 0  # its own
+    none = str(tmp_path / "none")
+    assert atari_table.main([str(runs), str(page), none, none, none]) == 0
+    assert atari_table.main([str(runs), str(page), none, none, none]) == 0  # a page it wrote is its own to replace
 
 
 def test_a_probe_that_stopped_early_has_no_return_past_its_end(runs, tmp_path):
