@@ -199,17 +199,16 @@ def like_for_like(games: list[dict]) -> str:
 
 def against(ppo: list[dict], pg: list[dict]) -> str:
     """The two tables' medians over the games both have at 20M frames (a game in one table only would make the
-    medians compare sets of games as much as objectives); empty when no game has both."""
-    by_game = {g["game"]: g for g in pg}
+    medians compare sets of games as much as objectives); empty when no game has both. Both lists are in GAMES'
+    order."""
     parts = []
     for kind, name in (("at", "the evaluator's"), ("training", "the training games'")):
-        common = [g["game"] for g in ppo if g[kind][BUDGETS[1]][0] is not None
-                  and by_game.get(g["game"], {}).get(kind, {}).get(BUDGETS[1], (None,))[0] is not None]
-        if common:
-            ours, theirs = ([normalised(game, table[game][kind][BUDGETS[1]][0]) for game in common]
-                            for table in ({g["game"]: g for g in ppo}, by_game))
-            parts.append(f"{name} **{statistics.median(ours):.2f}** against **{statistics.median(theirs):.2f}** "
-                         f"({', '.join(common)})")
+        both = [(ours["game"], ours[kind][BUDGETS[1]][0], theirs[kind][BUDGETS[1]][0]) for ours, theirs in zip(ppo, pg)]
+        both = [(game, a, b) for game, a, b in both if a is not None and b is not None]
+        if both:
+            ours = statistics.median(normalised(game, a) for game, a, _ in both)
+            theirs = statistics.median(normalised(game, b) for game, _, b in both)
+            parts.append(f"{name} **{ours:.2f}** against **{theirs:.2f}** ({', '.join(game for game, _, _ in both)})")
     if not parts:
         return ""
     return ("PPO against pg, the median human-normalised score at 20M frames over the games both tables have there: "
@@ -266,7 +265,7 @@ def probe_table(folder: str, page_dir: str) -> str:
     return PROBES.format(log=log_link(page_dir)) + "\n".join(rows) + "\n" + records
 
 
-VARIANTS = """## Beyond the defaults: a game with a flag added
+VARIANTS = """## Beyond pg's defaults: a game with a flag added
 
 The same columns for runs of A3C's policy gradient (`--objective pg`) that add flags to its defaults: levers probed
 on one game and taken to 20M frames, and earlier runs of the games re-run since, with the flags pg's defaults need to
@@ -500,16 +499,17 @@ def main(argv: list[str]) -> int:
     ppo = [load_game(os.path.join(folder, game), game) for game in GAMES]
     pg = [load_game(os.path.join(pg_folder, game), game) for game in GAMES] if holds_games(pg_folder) else None
     text = INTRO.format(**links) + section(ppo, folder, page_dir, "the defaults (PPO)")
+    drawn = [(ppo, figure_path(folder))]
     if pg:
         text += against(ppo, pg) + PG + section(pg, pg_folder, page_dir, "`--objective pg`")
+        drawn.append((pg, figure_path(pg_folder)))
     text += (COLUMNS.format(**links) + variant_section(pg or [], load_variants(beyond), page_dir)
              + probe_table(probes, page_dir))
-    figures = [figure_path(runs) for runs in (folder, pg_folder if pg else None) if runs]
-    for games, png in zip((ppo, pg), figures):
+    for games, png in drawn:
         figure(games, png)
     atomic_write_text(page, text)
     print(text)
-    print(json.dumps({"page": page, "figures": figures}))
+    print(json.dumps({"page": page, "figures": [png for _, png in drawn]}))
     return 0
 
 
