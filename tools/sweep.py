@@ -22,7 +22,9 @@ The report (printed; OUT/sweep.md, OUT/sweep.json, OUT/sweep.png) has a row per 
       checkpoint.pt greedily and N sampling the policy (``--stochastic``, as RL Zoo scores Atari agents), into
       OUT/run<i>/final_greedy.json and final_stochastic.json (a resumed run's: in the folder it ended in); the mean of
       each. The evaluator's games near the end of a
-      run were each played with the weights of their start, so they can trail the weights the run ends with.
+      run were each played with the weights of their start, so they can trail the weights the run ends with;
+  min entropy: worker 0's lowest policy entropy in the first 500,000 frames, from the run's TensorBoard files or, where
+      they are gone (a folder rebuilt from a sweep's committed records), from what OUT/sweep.json recorded of the run.
 The figure: every run's running mean against wall-clock minutes and against frames. A "note" written into
 OUT/sweep.json by hand (that other work shared the machine, say) stays there through --report and shows in sweep.md;
 so does any other key written there by hand (docs/atari_table.py's ``flags_now``).
@@ -209,7 +211,9 @@ def recorded_part(run_dir: str, known: dict) -> str:
 
 def load_run(run_dir: str, known: dict) -> dict:
     """A run from what it wrote (a crashed one may lack summary.json or games) and what the sweep knows of it:
-    ``known["dir"]``, a branch that --resume continued the run in, is measured in its place."""
+    ``known["dir"]``, a branch that --resume continued the run in, is measured in its place; ``known["min_entropy"]``,
+    the lowest entropy recorded before, counts beside the TensorBoard files (gone from a folder rebuilt from a
+    sweep's committed records)."""
     name, parts = os.path.basename(run_dir), [run_dir]
     if known.get("dir"):
         run_dir = recorded_part(run_dir, known)
@@ -225,7 +229,8 @@ def load_run(run_dir: str, known: dict) -> dict:
             "stop_reason": summary.get("stop_reason"), "frames": None if frames is None else int(frames),
             "seconds": summary.get("seconds", curve["wall_time_s"][-1] if curve else None),
             "best_mean_return": summary.get("best_mean_return"), "score_window": args.get("score_window", 10),
-            "min_entropy": min((e for e in map(min_entropy, parts) if e is not None), default=None),
+            "min_entropy": min((e for e in [*map(min_entropy, parts), number(known.get("min_entropy"))]
+                                if e is not None), default=None),
             **{f"final_{policy}": load_json(final_eval_path(run_dir, policy)).get("mean") for policy, _ in FINAL_EVAL},
             # the exit code when the sweep saw it, else (runs reported without their sweep.json) the stop reason
             "finished": code == 0 if code is not None else summary.get("stop_reason") in FINISHED, "curve": curve}
@@ -472,9 +477,12 @@ def save_meta(out: str, meta: dict) -> None:
                                                                   indent=2))
 
 
-def run_entry(seed: int, code: int, where: str, run_dir: str, out: str) -> dict:
-    """What sweep.json records of run i: its seed, exit code and, where it went on in a branch, that folder."""
-    return {"seed": seed, "exit_code": code} | ({"dir": os.path.relpath(where, out)} if where != run_dir else {})
+def run_entry(seed: int, code: int, where: str, run_dir: str, out: str, known: dict) -> dict:
+    """What sweep.json records of run i: its seed, exit code and, where it went on in a branch, that folder; the min
+    entropy recorded of the same run before (``known``), which its TensorBoard files may no longer hold."""
+    entropy = number(known.get("min_entropy"))
+    return ({"seed": seed, "exit_code": code} | ({"dir": os.path.relpath(where, out)} if where != run_dir else {})
+            | ({"min_entropy": entropy} if entropy is not None else {}))
 
 
 def resumed_budget(args: argparse.Namespace, part: str) -> list[str]:
@@ -552,6 +560,7 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
             p.error(str(exc))
         stop = load_json(os.path.join(where, "summary.json")).get("stop_reason")
         if not holds_run(run_dir):  # a run not begun (or cut before main.py wrote anything)
+            known = {}  # what sweep.json holds of a run moved out of the folder is not this run's
             os.makedirs(run_dir, exist_ok=True)
             print(f"sweep: run {i}/{args.runs} (seed {seed}) started, output in {run_dir}/stdout.log", flush=True)
             with open(os.path.join(run_dir, "stdout.log"), "a") as log:  # after an attempt that began nothing
@@ -561,7 +570,7 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
         elif stop in FINISHED or stop == "error":  # --resume: done, or crashed (a result, kept as it ended)
             code = EXIT_OK if stop in FINISHED else known.get("exit_code", EXIT_CRASH)
             if not args.final_eval or code != EXIT_OK or os.path.isfile(final_eval_path(where, "stochastic")):
-                meta["runs"][f"run{i}"] = run_entry(seed, code, where, run_dir, args.out)
+                meta["runs"][f"run{i}"] = run_entry(seed, code, where, run_dir, args.out, known)
                 continue
         elif not os.path.isfile(os.path.join(where, "checkpoint.pt")):
             print(f"{PROG}: error: run {i} was cut before its first checkpoint ({where} holds no checkpoint.pt): "
@@ -576,7 +585,7 @@ def sweep(p: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str])
                                               stdout=log, stderr=subprocess.STDOUT)
                 code = wait_showing_progress(running[0], log.name, f"sweep: run {i}/{args.runs}: ")
             where = newest_part(where)
-        meta["runs"][f"run{i}"] = run_entry(seed, code, where, run_dir, args.out)
+        meta["runs"][f"run{i}"] = run_entry(seed, code, where, run_dir, args.out, known)
         save_meta(args.out, meta)  # which folder holds the run, before its final games: a cut there loses nothing
         if args.final_eval and code == EXIT_OK and not signals:
             print(f"sweep: run {i}/{args.runs}: its final weights play {args.final_eval} greedy and "

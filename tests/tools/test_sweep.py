@@ -107,6 +107,23 @@ def test_report_again_keeps_what_the_sweep_knew(crafted_sweep):
     assert "- note: shared the machine with another run" in (crafted_sweep / "sweep.md").read_text()
 
 
+def test_a_recorded_min_entropy_stays_where_the_tensorboard_files_are_gone(crafted_sweep):
+    """A sweep folder rebuilt from its committed records has no TensorBoard files: the min entropy sweep.json holds
+    of a run stays in the report, and a lower one in the files that are there counts."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    (crafted_sweep / "sweep.json").write_text(json.dumps({"runs": [{"run": "run1", "min_entropy": 1.02},
+                                                                   {"run": "run2", "min_entropy": 0.9}]}))
+    with SummaryWriter(crafted_sweep / "run2") as writer:
+        writer.add_scalar("losses/entropy", 0.5, 1000)
+    for _ in range(2):  # and again from the report's own sweep.json
+        assert sweep_here("--report", crafted_sweep).returncode == 0
+        report = read_json(crafted_sweep / "sweep.json")
+        assert [r["min_entropy"] for r in report["runs"]] == [1.02, pytest.approx(0.5), None, None, None]
+        assert report["worst"]["min_entropy"] == pytest.approx(0.5)
+    assert "| run1 | 1 | - | max_frames | 6,000 | 60 | 70.0 | 1.02 |" in (crafted_sweep / "sweep.md").read_text()
+
+
 @pytest.mark.e2e  # the sweep reads the machine and the commit from lscpu and git
 def test_a_recorded_branch_that_is_gone_is_one_line(crafted_sweep):
     """sweep.json names the branch --resume continued run1 in; a copy of the folder without it is refused in one
@@ -331,13 +348,15 @@ def test_resume_runs_nothing_for_runs_that_ended_and_refuses_one_cut_before_its_
     """Runs that finished or crashed stay as they ended (no training starts); a run with files but no checkpoint
     has nothing to go on from: one line, exit 2, naming the folder to move."""
     command = f"python -m tools.sweep --runs 5 --frames 4000 --out {crafted_sweep} -- --env CartPole-v1"
-    (crafted_sweep / "sweep.json").write_text(json.dumps({"sweep_command": command, "runs": []}))
+    recorded = [{"run": "run1", "seed": 1, "exit_code": 0, "min_entropy": 1.02}]  # its TensorBoard files are gone
+    (crafted_sweep / "sweep.json").write_text(json.dumps({"sweep_command": command, "runs": recorded}))
     result = sweep_here("--resume", crafted_sweep)
     assert result.returncode == 1, result.stdout + result.stderr  # run 5 crashed: a result the resume keeps
     assert "started" not in result.stdout and "resumed from" not in result.stdout
     report = read_json(crafted_sweep / "sweep.json")
     assert [(r["run"], r["exit_code"]) for r in report["runs"]] == [("run1", 0), ("run2", 0), ("run3", 0),
                                                                      ("run4", 0), ("run5", 1)]
+    assert report["runs"][0]["min_entropy"] == 1.02
     assert len(report["resumed"]) == 1 and report["sweep_command"] == command
     again = sweep_here(f"--resume={crafted_sweep}")  # argparse's other spelling is the same flag
     assert again.returncode == 1 and len(read_json(crafted_sweep / "sweep.json")["resumed"]) == 2, again.stderr
