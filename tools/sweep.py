@@ -23,8 +23,9 @@ The report (printed; OUT/sweep.md, OUT/sweep.json, OUT/sweep.png) has a row per 
       OUT/run<i>/final_greedy.json and final_stochastic.json (a resumed run's: in the folder it ended in); the mean of
       each. The evaluator's games near the end of a
       run were each played with the weights of their start, so they can trail the weights the run ends with;
-  min entropy: worker 0's lowest policy entropy in the first 500,000 frames, from the run's TensorBoard files or, where
-      they are gone (a folder rebuilt from a sweep's committed records), from what OUT/sweep.json recorded of the run.
+  min entropy: worker 0's lowest policy entropy in the first 500,000 frames: the lower of what the run's TensorBoard
+      files hold and what OUT/sweep.json recorded of the run (the files are gone from a folder rebuilt from a sweep's
+      committed records).
 The figure: every run's running mean against wall-clock minutes and against frames. A "note" written into
 OUT/sweep.json by hand (that other work shared the machine, say) stays there through --report and shows in sweep.md;
 so does any other key written there by hand (docs/atari_table.py's ``flags_now``).
